@@ -1,0 +1,74 @@
+"""Repeatability of `profile`: five calls on the same solution, side by side, and their spread.
+
+    python benchmarks/repeatability.py --backend cuda --task builtin/relu --repeats 5
+
+Prints each call's candidate time and speedups and the spread of the speedups, (max - min) / median.
+The target (issue 3) is a spread within 2% for kernels of 10 us and more.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+
+from cudagym.baselines import tool_call
+from cudagym.baselines.scripted import solution_files
+from cudagym.envs import CudaKernelEnv
+from cudagym.tasks import load
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="auto")
+    parser.add_argument("--task", action="append", help="task id (repeatable; default: every task with a solution)")
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out")
+    args = parser.parse_args()
+    env = CudaKernelEnv(backend=args.backend)
+    ids = args.task or [t.id for t in load("builtin") if env.backend.name in t.solutions]
+    table = []
+    try:
+        for task_id in ids:
+            env.reset(options={"task_id": task_id})
+            for path, content in solution_files(env.task, env.backend.name).items():
+                env.step(tool_call("write_file", path=path, content=content))
+            runs = []
+            for _ in range(args.repeats):
+                result = env.step(tool_call("profile"))[4]["result"]
+                runs.append(result)
+            cand = [r["candidate_ms"] for r in runs]
+            se = [r["speedup_eager"] for r in runs]
+            sc = [r["speedup_compile"] for r in runs]
+            spread = lambda xs: (max(xs) - min(xs)) / statistics.median(xs)  # noqa: E731
+            row = {
+                "task": task_id,
+                "candidate_ms": cand,
+                "speedup_eager": se,
+                "speedup_compile": sc,
+                "spread_eager": spread(se),
+                "spread_compile": spread(sc),
+                "spread_time": spread(cand),
+            }
+            table.append(row)
+            print(json.dumps(row), flush=True)
+    finally:
+        env.close()
+    print(f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task\n")
+    print(
+        "| task | median candidate ms | speedup vs eager (min-max) | spread | speedup vs compile (min-max) | spread |"
+    )
+    print("|---|---|---|---|---|---|")
+    for r in table:
+        print(
+            f"| {r['task']} | {statistics.median(r['candidate_ms']):.4g} | {min(r['speedup_eager']):.3f}-"
+            f"{max(r['speedup_eager']):.3f} | {r['spread_eager']:.2%} | {min(r['speedup_compile']):.3f}-"
+            f"{max(r['speedup_compile']):.3f} | {r['spread_compile']:.2%} |"
+        )
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump({"device": env.backend.device_name, "rows": table}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,398 @@
+"""Building a workspace into the ``cuda_extension`` module, compiling only what changed.
+
+Every translation unit's object is cached under a hash of everything that can change it (compiler,
+flags, the file, every header of the workspace); a whole build is cached under the hash of its
+objects and link flags. Binding files (those including torch headers) are compiled against a
+precompiled header of the torch binding headers, built once per toolchain. Compilers run in parallel
+with the C locale, in a fresh directory, under a timeout; they never run the agent's code.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import fcntl
+import hashlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from cudagym.backends import Backend, Toolchain, find_toolchain
+from cudagym.results import CompileResult, KernelResources, Stage, Status
+from cudagym.text import clean
+from cudagym.workspace import TEMPLATES, Workspace
+
+EXTENSION_NAME = "cuda_extension"
+_TORCH_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](torch/|ATen/|c10/|pybind11/|binding_registry\.h)', re.M)
+PCH_HEADER = "#include <ATen/ATen.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/types.h>\n"
+
+
+def default_cache_dir() -> Path:
+    """``$CUDAGYM_CACHE_DIR``, else ``$XDG_CACHE_HOME/cudagym``, else ``~/.cache/cudagym``."""
+    if os.environ.get("CUDAGYM_CACHE_DIR"):
+        return Path(os.environ["CUDAGYM_CACHE_DIR"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "cudagym"
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildOptions:
+    """Compiler settings; the defaults follow CUDA Agent's compile script (-O3, fast math)."""
+
+    cxx_flags: tuple[str, ...] = ("-O3", "-march=native", "-fopenmp")
+    binding_flags: tuple[str, ...] = ("-O2",)
+    nvcc_flags: tuple[str, ...] = ("-O3", "--use_fast_math", "-std=c++17", "-lineinfo")
+    timeout_seconds: float = 300.0
+    jobs: int = 0  # parallel compiler processes; 0 = one per core
+    use_pch: bool = True
+    diagnostics_chars: int = 12000
+
+
+@dataclasses.dataclass(frozen=True)
+class _Unit:
+    source: Path
+    kind: str  # "cu", "binding" or "cxx"
+    command: tuple[str, ...]
+    key: str
+
+
+def _sha(*parts: bytes | str) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(p.encode() if isinstance(p, str) else p)
+        h.update(b"\0")
+    return h.hexdigest()
+
+
+def _atomic_dir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+class Builder:
+    """Compiles workspaces for one backend, sharing a cache directory with other builders and processes."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        *,
+        cache_dir: str | Path | None = None,
+        options: BuildOptions | None = None,
+        toolchain: Toolchain | None = None,
+    ) -> None:
+        self.backend = backend
+        self.options = options or BuildOptions()
+        self.toolchain = toolchain or find_toolchain()
+        self.cache_dir = _atomic_dir(Path(cache_dir) if cache_dir else default_cache_dir())
+        self.objects_dir = _atomic_dir(self.cache_dir / "objects")
+        self.builds_dir = _atomic_dir(self.cache_dir / "builds")
+
+    # -- flags -------------------------------------------------------------------------------------
+
+    def _includes(self, workspace: Path) -> list[str]:
+        return [f"-I{workspace}", f"-I{workspace / 'kernels'}"]
+
+    def _torch_flags(self) -> list[str]:
+        tc = self.toolchain
+        flags = [f"-DTORCH_EXTENSION_NAME={EXTENSION_NAME}", "-DTORCH_API_INCLUDE_EXTENSION_H"]
+        for inc in (*tc.torch_includes, tc.python_include):
+            flags += ["-isystem", inc]
+        if self.backend.is_cuda and tc.cuda_home:
+            flags += ["-DWITH_CUDA", "-isystem", str(Path(tc.cuda_home) / "include")]
+        return flags
+
+    def binding_base_flags(self) -> list[str]:
+        """Flags of binding translation units (and of the precompiled header, which must match)."""
+        return ["-fPIC", "-std=c++20", *self.options.binding_flags, *self._torch_flags()]
+
+    def _unit(self, source: Path, workspace: Path, header_digest: str, pch: Path | None) -> _Unit:
+        tc = self.toolchain
+        text = source.read_bytes()
+        if source.suffix == ".cu":
+            if not self.backend.is_cuda or not tc.nvcc:
+                raise _SetupError(
+                    f"{source.name}: .cu files need the cuda backend; on the cpu backend write C++ kernels "
+                    f"(kernels/*.cpp) instead."
+                )
+            cmd = [
+                tc.nvcc,
+                f"-arch={self.backend.arch}",
+                "-Xcompiler",
+                "-fPIC",
+                "-Xptxas",
+                "-v",
+                *self.options.nvcc_flags,
+                *self._includes(workspace),
+                "-c",
+                str(source),
+            ]
+            kind = "cu"
+        elif _TORCH_INCLUDE_RE.search(text.decode("utf-8", errors="replace")):
+            cmd = [tc.cxx, *self.binding_base_flags(), "-fdiagnostics-color=never"]
+            if pch is not None:
+                cmd += ["-include", str(pch), "-Winvalid-pch"]
+            cmd += [*self._includes(workspace), "-c", str(source)]
+            kind = "binding"
+        else:
+            cmd = [
+                tc.cxx,
+                "-fPIC",
+                "-std=c++20",
+                *self.options.cxx_flags,
+                "-fdiagnostics-color=never",
+                *self._includes(workspace),
+                "-c",
+                str(source),
+            ]
+            kind = "cxx"
+        # the key ignores the workspace's path: the same files give the same object in any workspace
+        portable = [c.replace(str(workspace), "<ws>") for c in cmd]
+        key = _sha(tc.torch_version, self.backend.name, self.backend.arch, *portable, text, header_digest)
+        return _Unit(source, kind, tuple(cmd), key)
+
+    # -- precompiled header ------------------------------------------------------------------------
+
+    def precompiled_header(self) -> Path | None:
+        """The PCH of the binding headers for these flags, built once (under a file lock) and shared."""
+        if not self.options.use_pch:
+            return None
+        flags = self.binding_base_flags()
+        key = _sha(self.toolchain.cxx, self.toolchain.torch_version, PCH_HEADER, *flags)[:20]
+        folder = _atomic_dir(self.cache_dir / "pch" / key)
+        header = folder / "cudagym_pch.h"
+        gch = folder / "cudagym_pch.h.gch"
+        failed = folder / "FAILED"
+        if gch.exists():
+            return header
+        if failed.exists():
+            return None
+        with open(folder / ".lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if gch.exists():
+                return header
+            header.write_text(PCH_HEADER)
+            tmp = folder / f"tmp-{os.getpid()}.gch"
+            proc = _run(
+                [self.toolchain.cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp)],
+                self.options.timeout_seconds,
+                cwd=folder,
+            )
+            if proc[0] != 0:
+                failed.write_text(proc[1])
+                tmp.unlink(missing_ok=True)
+                return None
+            tmp.rename(gch)
+        return header
+
+    # -- build -------------------------------------------------------------------------------------
+
+    def build(self, workspace: Workspace) -> CompileResult:
+        """Compiles ``kernels/*.cu|*.cpp`` and ``binding.cpp`` and links ``cuda_extension``."""
+        start = time.monotonic()
+        ws = workspace.path
+        sources = workspace.kernel_sources()
+        if not sources:
+            return _fail(Status.COMPILE_ERROR, "Nothing to compile: write kernels/*.cu or kernels/*.cpp first.", start)
+        headers = sorted(p for p in workspace.writable_files() if p.suffix in (".h", ".cuh"))
+        header_digest = _sha(
+            *(p.name.encode() + b"\0" + p.read_bytes() for p in headers),
+            (TEMPLATES / "binding_registry.h").read_bytes(),
+        )
+        try:
+            wants_pch = any(_TORCH_INCLUDE_RE.search(p.read_text(errors="replace")) for p in sources)
+            pch = self.precompiled_header() if wants_pch else None
+            units = [self._unit(ws / "binding.cpp", ws, header_digest, self.precompiled_header())]
+            units += [self._unit(p, ws, header_digest, pch) for p in sources]
+        except _SetupError as e:
+            return _fail(Status.COMPILE_ERROR, str(e), start)
+        link_flags = self._link_flags()
+        build_key = _sha(*(u.key for u in units), *link_flags)
+        artifact = self.builds_dir / build_key[:32] / f"{EXTENSION_NAME}.so"
+        ptxas_logs = {u.source.name: self.objects_dir / f"{u.key}.log" for u in units if u.kind == "cu"}
+        if artifact.exists():
+            return CompileResult(
+                stage=Stage.COMPILE,
+                status=Status.OK,
+                message="Build is up to date (cached).",
+                seconds=time.monotonic() - start,
+                cached=True,
+                objects_reused=len(units),
+                artifact=str(artifact),
+                build_hash=build_key[:16],
+                kernels=_resources(ptxas_logs),
+            )
+        todo = [u for u in units if not (self.objects_dir / f"{u.key}.o").exists()]
+        outputs = self._compile_all(todo, ws)
+        failures = [(u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code != 0]
+        warnings = [(u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code == 0 and out.strip()]
+        replace = {str(ws): "", str(self.cache_dir): "<cache>"}
+        diag_parts = [out for _, out in failures] + [
+            out for u, out in warnings if u.kind != "cu" or "warning" in out or "error" in out
+        ]
+        diagnostics = clean("\n".join(diag_parts), self.options.diagnostics_chars, replace_paths=replace)
+        commands = tuple(clean(" ".join(u.command), 2000, replace_paths=replace) for u in todo)
+        if failures:
+            names = ", ".join(u.source.name for u, _ in failures)
+            return CompileResult(
+                stage=Stage.COMPILE,
+                status=Status.COMPILE_ERROR,
+                message=f"Compilation failed in {names}.",
+                seconds=time.monotonic() - start,
+                diagnostics=diagnostics,
+                commands=commands,
+                objects_compiled=len(todo) - len(failures),
+                objects_reused=len(units) - len(todo),
+            )
+        code, link_out = self._link(units, artifact)
+        if code != 0:
+            link_diag = clean(link_out, self.options.diagnostics_chars, replace_paths=replace)
+            return CompileResult(
+                stage=Stage.COMPILE,
+                status=Status.COMPILE_ERROR,
+                message="Linking failed.",
+                seconds=time.monotonic() - start,
+                diagnostics=link_diag,
+                commands=commands,
+                objects_compiled=len(todo),
+                objects_reused=len(units) - len(todo),
+            )
+        return CompileResult(
+            stage=Stage.COMPILE,
+            status=Status.OK,
+            message=f"Built cuda_extension ({len(todo)} compiled, {len(units) - len(todo)} reused).",
+            seconds=time.monotonic() - start,
+            diagnostics=diagnostics,
+            commands=commands,
+            objects_compiled=len(todo),
+            objects_reused=len(units) - len(todo),
+            artifact=str(artifact),
+            build_hash=build_key[:16],
+            kernels=_resources(ptxas_logs),
+        )
+
+    def _compile_all(self, units: Sequence[_Unit], ws: Path) -> list[tuple[int, str]]:
+        if not units:
+            return []
+        jobs = self.options.jobs or os.cpu_count() or 1
+        with concurrent.futures.ThreadPoolExecutor(max_workers=min(jobs, len(units))) as pool:
+            return list(pool.map(lambda u: self._compile_one(u, ws), units))
+
+    def _compile_one(self, unit: _Unit, ws: Path) -> tuple[int, str]:
+        final = self.objects_dir / f"{unit.key}.o"
+        with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as tmp:
+            out = Path(tmp) / "out.o"
+            code, text = _run([*unit.command, "-o", str(out)], self.options.timeout_seconds, cwd=ws)
+            if code == 0:
+                if unit.kind == "cu":
+                    (self.objects_dir / f"{unit.key}.log").write_text(text)
+                shutil.move(str(out), str(final.with_suffix(f".{os.getpid()}.tmp")))
+                os.replace(final.with_suffix(f".{os.getpid()}.tmp"), final)
+        return code, text
+
+    def _link_flags(self) -> list[str]:
+        tc = self.toolchain
+        flags = [
+            "-shared",
+            "-fopenmp",
+            f"-L{tc.torch_lib}",
+            f"-Wl,-rpath,{tc.torch_lib}",
+            "-lc10",
+            "-ltorch",
+            "-ltorch_cpu",
+            "-ltorch_python",
+        ]
+        if self.backend.is_cuda and tc.cuda_home:
+            lib = Path(tc.cuda_home) / "lib64"
+            flags += [f"-L{lib}", f"-Wl,-rpath,{lib}", "-lcudart", "-lc10_cuda", "-ltorch_cuda"]
+        return flags
+
+    def _link(self, units: Sequence[_Unit], artifact: Path) -> tuple[int, str]:
+        folder = artifact.parent
+        tmp_dir = Path(tempfile.mkdtemp(prefix="link-", dir=self.builds_dir))
+        try:
+            tmp = tmp_dir / artifact.name
+            objects = [str(self.objects_dir / f"{u.key}.o") for u in units]
+            code, out = _run(
+                [self.toolchain.cxx, *objects, *self._link_flags(), "-o", str(tmp)],
+                self.options.timeout_seconds,
+                cwd=tmp_dir,
+            )
+            if code == 0:
+                try:
+                    tmp_dir.rename(folder)
+                except OSError:  # another process finished the same build first
+                    if not artifact.exists():
+                        raise
+            return code, out
+        finally:
+            shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+class _SetupError(Exception):
+    pass
+
+
+def _fail(status: Status, message: str, start: float) -> CompileResult:
+    return CompileResult(
+        stage=Stage.COMPILE, status=status, message=message, seconds=time.monotonic() - start, diagnostics=message
+    )
+
+
+def _run(cmd: Sequence[str], timeout: float, cwd: Path) -> tuple[int, str]:
+    """Runs a compiler in its own process group; on timeout the group is killed."""
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+    proc = subprocess.Popen(
+        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return 124, out.decode(errors="replace") + f"\n[compiler killed after {timeout:.0f} s]"
+    return proc.returncode, out.decode(errors="replace")
+
+
+_PTXAS_ENTRY = re.compile(r"Compiling entry function '([^']+)'")
+_PTXAS_FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
+_PTXAS_USED = re.compile(r"Used (\d+) registers(?:.*?(\d+) bytes smem)?")
+
+
+def parse_ptxas(text: str) -> list[KernelResources]:
+    """Per-kernel registers, shared memory, stack and spills from ``-Xptxas -v`` output."""
+    kernels: list[dict[str, int | str]] = []
+    for line in text.splitlines():
+        if m := _PTXAS_ENTRY.search(line):
+            kernels.append({"name": m.group(1)})
+        elif kernels and (m := _PTXAS_FRAME.search(line)):
+            kernels[-1].update(stack_bytes=int(m.group(1)), spill_stores=int(m.group(2)), spill_loads=int(m.group(3)))
+        elif kernels and (m := _PTXAS_USED.search(line)):
+            kernels[-1].update(registers=int(m.group(1)), shared_bytes=int(m.group(2) or 0))
+    names = _demangle([str(k["name"]) for k in kernels])
+    return [KernelResources(**{**k, "name": n}) for k, n in zip(kernels, names, strict=False)]  # type: ignore[arg-type]
+
+
+def _demangle(names: list[str]) -> list[str]:
+    tool = shutil.which("c++filt")
+    if not names or tool is None:
+        return names
+    try:
+        out = subprocess.run([tool], input="\n".join(names), capture_output=True, text=True, timeout=10).stdout
+    except (subprocess.SubprocessError, OSError):
+        return names
+    lines = out.splitlines()
+    return lines if len(lines) == len(names) else names
+
+
+def _resources(logs: dict[str, Path]) -> tuple[KernelResources, ...]:
+    found: list[KernelResources] = []
+    for path in logs.values():
+        if path.exists():
+            found += parse_ptxas(path.read_text(errors="replace"))
+    return tuple(found)

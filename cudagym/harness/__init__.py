@@ -1,0 +1,1 @@
+"""Code that runs inside evaluation children (imported there as top-level modules)."""

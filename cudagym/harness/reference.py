@@ -1,0 +1,301 @@
+"""The trusted reference process: generates inputs from secret seeds, keeps the reference outputs in its
+own memory, compares candidate outputs against them, and times the eager and torch.compile baselines.
+
+It runs only the task's reference code, never the agent's. It serves one JSON command per stdin line
+and answers on the private channel. The candidate process receives inputs and weights as files and
+never sees a seed or a reference output.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sys
+from typing import Any
+
+from common import (
+    Channel,
+    configure_threads,
+    describe_exception,
+    load_module,
+    seed_everything,
+    synchronize,
+    to_device,
+)
+from timing import TimingConfig, time_callable
+
+
+class ReferenceServer:
+    def __init__(self, channel: Channel) -> None:
+        self.channel = channel
+        self.module: Any = None
+        self.model: Any = None
+        self.device = "cpu"
+        self.dtype: Any = None
+        self.inputs: dict[str, Any] = {}
+        self.outputs: dict[str, Any] = {}
+        self.compiled: Any = None
+
+    # -- commands ----------------------------------------------------------------------------------
+
+    def load(self, source: str, device: str, dtype: str, weight_seed: int, threads: int = 0) -> dict[str, Any]:
+        """Builds the reference Model with weights from ``weight_seed``."""
+        import torch
+
+        configure_threads(threads)
+        self.device = device
+        self.dtype = getattr(torch, dtype)
+        self.module = load_module("reference_model", source, "model.py")
+        seed_everything(weight_seed)
+        init_inputs = self.module.get_init_inputs()
+        seed_everything(weight_seed)
+        with torch.no_grad():
+            model = self.module.Model(*init_inputs)
+        model = model.to(device)
+        if self.dtype != torch.float32:
+            model = model.to(self.dtype)
+        self.model = model.eval() if _has_dropout(model) else model
+        self.init_inputs = init_inputs
+        self.inputs.clear()
+        self.outputs.clear()
+        self.compiled = None
+        return {"ok": True, "eval_mode": not self.model.training}
+
+    def export_state(self, path: str) -> dict[str, Any]:
+        """Writes the weights and constructor arguments the candidate needs (no seed, no outputs)."""
+        import torch
+
+        state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
+        torch.save({"state_dict": state, "init_inputs": _cpu(self.init_inputs)}, path)
+        return {"ok": True}
+
+    def make_inputs(self, key: str, seed: int, kind: str, path: str) -> dict[str, Any]:
+        """Draws one input set, computes the reference output for it, and writes the inputs to ``path``."""
+        import torch
+
+        seed_everything(seed)
+        with torch.device(self.device):  # drawn where they are used: no host-side generation of GPU-sized data
+            inputs = list(self.module.get_inputs())
+        if kind == "normal":
+            inputs = [
+                torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+            ]
+        torch.save(inputs, path)
+        dev_inputs = to_device(inputs, self.device, self.dtype)
+        with torch.no_grad():
+            out = self.model(*dev_inputs)
+        synchronize(self.device)
+        self.inputs[key] = dev_inputs
+        self.outputs[key] = _detach(out)
+        return {"ok": True, "finite": _all_finite(out)}
+
+    def compare(self, key: str, path: str, atol: float, rtol: float, index: int) -> dict[str, Any]:
+        """Compares the candidate's saved output for input set ``key`` with the kept reference output."""
+        import torch
+
+        try:
+            actual = torch.load(path, weights_only=True, map_location=self.device)
+        except Exception as exc:  # a tensor subclass or any other object fails safe loading
+            return _check(
+                index,
+                False,
+                problem=f"the output could not be read as plain tensors ({type(exc).__name__}); "
+                "return torch.Tensor objects (no subclasses, no custom objects)",
+            )
+        return compare_outputs(self.outputs[key], actual, atol, rtol, index)
+
+    def baseline(self, key: str, mode: str, timing: dict[str, Any]) -> dict[str, Any]:
+        """Times eager or torch.compile on input set ``key`` by the candidate's method."""
+        import torch
+
+        model = self.model
+        if mode == "compile":
+            if self.compiled is None:
+                torch._dynamo.reset()
+                self.compiled = torch.compile(self.model)
+            model = self.compiled
+        inputs = self.inputs[key]
+
+        def call() -> None:
+            with torch.no_grad():
+                model(*inputs)
+
+        stats = time_callable(call, self.device, TimingConfig(**timing))
+        return {
+            "ok": True,
+            "median_ms": stats.median_ms,
+            "spread": stats.spread,
+            "reps": stats.reps,
+            "method": stats.method,
+        }
+
+    def drop(self, key: str) -> dict[str, Any]:
+        self.inputs.pop(key, None)
+        self.outputs.pop(key, None)
+        return {"ok": True}
+
+    def serve(self) -> None:
+        for line in sys.stdin:
+            if not line.strip():
+                continue
+            request = json.loads(line)
+            command = request.pop("command")
+            if command == "shutdown":
+                self.channel.send(ok=True)
+                return
+            try:
+                reply = getattr(self, command)(**request)
+            except Exception as exc:
+                reply = {"ok": False, "error": describe_exception(exc)}
+            self.channel.send(**reply)
+
+
+# -- comparison ------------------------------------------------------------------------------------
+
+
+def _check(index: int, passed: bool, output: int = 0, **fields: Any) -> dict[str, Any]:
+    return {"ok": True, "check": {"index": index, "passed": passed, "output": output, **fields}}
+
+
+def _flatten(value: Any) -> list[Any] | None:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return None
+
+
+def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, index: int) -> dict[str, Any]:
+    """Checks structure, type, shape, dtype, device and finiteness, then values within tolerance."""
+    import torch
+
+    exp_items, act_items = _flatten(expected), _flatten(actual)
+    if exp_items is None:
+        same = type(expected) is type(actual) and expected == actual
+        return _check(index, same, problem="" if same else f"expected {expected!r}, got {type(actual).__name__}")
+    if isinstance(expected, torch.Tensor) and not isinstance(actual, torch.Tensor):
+        return _check(index, False, problem=f"expected a torch.Tensor, got {type(actual).__name__}")
+    if act_items is None or len(act_items) != len(exp_items) or type(actual) is not type(expected):
+        return _check(
+            index,
+            False,
+            problem=f"expected a {type(expected).__name__} of {len(exp_items)} outputs, got {type(actual).__name__}",
+        )
+    worst: dict[str, Any] | None = None
+    for i, (exp, act) in enumerate(zip(exp_items, act_items, strict=False)):
+        if not isinstance(exp, torch.Tensor):
+            if type(exp) is not type(act) or exp != act:
+                return _check(index, False, output=i, problem=f"output {i}: expected {exp!r}, got {act!r}")
+            continue
+        if type(act) is not torch.Tensor:
+            return _check(
+                index, False, output=i, problem=f"output {i}: expected torch.Tensor, got {type(act).__name__}"
+            )
+        if act.shape != exp.shape:
+            return _check(
+                index, False, output=i, problem=f"output {i}: shape {tuple(act.shape)}, expected {tuple(exp.shape)}"
+            )
+        if act.dtype != exp.dtype:
+            return _check(index, False, output=i, problem=f"output {i}: dtype {act.dtype}, expected {exp.dtype}")
+        if act.device.type != exp.device.type:
+            return _check(
+                index, False, output=i, problem=f"output {i}: device {act.device.type}, expected {exp.device.type}"
+            )
+        result = _compare_tensor(exp, act, atol, rtol)
+        result["output"] = i
+        if not result["passed"]:
+            return {"ok": True, "check": {"index": index, **result}}
+        if worst is None or (result.get("max_abs_error") or 0) > (worst.get("max_abs_error") or 0):
+            worst = result
+    return {"ok": True, "check": {"index": index, **(worst or {"passed": True})}}
+
+
+def _compare_tensor(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, Any]:
+    """Elementwise |act - exp| <= atol + rtol * |exp| (NaN/Inf fail), with details of the worst element.
+
+    The pass/fail pass runs in the output's own precision; only the reported worst element is read in
+    float64, so checking a large output costs a few passes over it.
+    """
+    import torch
+
+    total = exp.numel()
+    if total == 0:
+        return {"passed": True, "total": 0, "mismatched": 0}
+    if not (exp.is_floating_point() or exp.is_complex()):
+        diff = act != exp
+        bad = int(diff.sum())
+        fields: dict[str, Any] = {"passed": bad == 0, "total": total, "mismatched": bad}
+        if bad:
+            flat = int(diff.reshape(-1).nonzero()[0])
+            fields.update(
+                worst_index=_unravel(flat, exp.shape),
+                expected=float(exp.reshape(-1)[flat]),
+                actual=float(act.reshape(-1)[flat]),
+            )
+        return fields
+    err = (act - exp).abs()
+    excess = err - (atol + rtol * exp.abs())
+    excess = torch.nan_to_num(excess, nan=math.inf)  # NaN in the candidate counts as the worst error
+    bad = int((excess > 0).sum())
+    flat = int(torch.argmax(excess.reshape(-1)).item())
+    nonfinite = int((~torch.isfinite(act)).sum()) - int((~torch.isfinite(exp)).sum())
+    e = float(exp.reshape(-1)[flat].double())
+    a = float(act.reshape(-1)[flat].double())
+    max_abs = float(torch.nan_to_num(err, nan=math.inf).max())
+    fields = {
+        "passed": bad == 0,
+        "total": total,
+        "mismatched": bad,
+        "max_abs_error": max_abs,
+        "max_rel_error": abs(a - e) / max(abs(e), 1e-12) if math.isfinite(a) else math.inf,
+        "worst_index": _unravel(flat, exp.shape),
+        "expected": e,
+        "actual": a,
+    }
+    if nonfinite > 0:
+        fields["problem"] = f"{nonfinite} NaN/Inf value(s) where the reference is finite"
+    return fields
+
+
+def _unravel(flat: int, shape: Any) -> list[int]:
+    index = []
+    for size in reversed(list(shape)):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return list(reversed(index))
+
+
+def _detach(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detach(v) for v in value)
+    return value
+
+
+def _cpu(value: Any) -> Any:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return value.detach().cpu()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_cpu(v) for v in value)
+    return value
+
+
+def _all_finite(value: Any) -> bool:
+    import torch
+
+    items = _flatten(value) or []
+    return all(bool(torch.isfinite(v).all()) for v in items if isinstance(v, torch.Tensor) and v.is_floating_point())
+
+
+def _has_dropout(model: Any) -> bool:
+    """Dropout makes a reference stochastic; such modules are evaluated in eval mode."""
+    import torch
+
+    return any(isinstance(m, torch.nn.modules.dropout._DropoutNd) for m in model.modules())

@@ -1,0 +1,233 @@
+"""What each stage of an evaluation returns: frozen dataclasses, failures as data.
+
+Every tool call ends in exactly one result object. A compile error, a wrong output, a segfault or a
+timeout is not an exception: it is a result whose ``status`` says what happened and whose fields carry
+the evidence (diagnostics, the worst mismatch, the signal). The environment renders the observation
+from the result and puts ``result.to_info()`` into ``info``; reward shapers read the same objects.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+from collections.abc import Mapping
+from typing import Any
+
+
+class Status(enum.StrEnum):
+    """Outcome of one stage. ``OK`` is the only success."""
+
+    OK = "ok"
+    INVALID_CALL = "invalid_call"  # the action text did not parse into a valid tool call
+    FILE_ERROR = "file_error"  # a file tool refused or failed (outside the writable set, too big, ...)
+    COMPILE_ERROR = "compile_error"  # the compiler or linker rejected the sources
+    LOAD_ERROR = "load_error"  # model_new.py or the extension failed to import / construct
+    RUNTIME_ERROR = "runtime_error"  # the forward raised (a Python error or a CUDA error)
+    MISMATCH = "mismatch"  # outputs differ from the reference beyond tolerance
+    INVALID_OUTPUT = "invalid_output"  # wrong type, shape, dtype, device, NaN/Inf, aliasing, ...
+    CRASH = "crash"  # the child process died from a signal (segfault, abort, ...)
+    TIMEOUT = "timeout"  # the child process exceeded its stage's time limit
+    INTEGRITY = "integrity"  # a rule of the evaluation policy was broken
+    NOT_READY = "not_ready"  # a prerequisite stage has not succeeded yet (e.g. verify before compile)
+    HARNESS_ERROR = "harness_error"  # the environment itself failed (reported, never hidden)
+
+
+class Stage(enum.StrEnum):
+    """The tool that produced a result."""
+
+    PARSE = "parse"
+    WRITE_FILE = "write_file"
+    EDIT_FILE = "edit_file"
+    READ_FILE = "read_file"
+    LIST_FILES = "list_files"
+    COMPILE = "compile"
+    VERIFY = "verify"
+    PROFILE = "profile"
+    SUBMIT = "submit"
+
+
+def _plain(value: Any) -> Any:
+    """Converts a result tree into JSON-friendly builtins (enums to their values, tuples to lists)."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, Mapping):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class StageResult:
+    """Fields shared by every stage's result."""
+
+    stage: Stage
+    status: Status
+    message: str = ""  # one line for the agent: what happened
+    seconds: float = 0.0  # wall-clock time the stage took
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_info(self) -> dict[str, Any]:
+        """The result as plain data, for ``info``: enums become strings, tuples lists."""
+        return _plain(self)
+
+
+@dataclasses.dataclass(frozen=True)
+class FileResult(StageResult):
+    """A file tool's outcome. ``content`` holds what ``read_file``/``list_files`` return."""
+
+    path: str = ""
+    content: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelResources:
+    """What ptxas reports for one CUDA kernel (``-Xptxas -v``)."""
+
+    name: str
+    registers: int = 0
+    shared_bytes: int = 0
+    stack_bytes: int = 0
+    spill_stores: int = 0
+    spill_loads: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class CompileResult(StageResult):
+    """Building the workspace into the ``cuda_extension`` module."""
+
+    diagnostics: str = ""  # cleaned compiler/linker output (warnings too), cut head+tail when long
+    commands: tuple[str, ...] = ()  # the compiler invocations that ran (cache hits excluded)
+    cached: bool = False  # the whole build was a cache hit
+    objects_compiled: int = 0  # translation units compiled in this call
+    objects_reused: int = 0  # translation units taken from the object cache
+    artifact: str = ""  # path of the built extension (empty on failure); internal, not for the agent
+    build_hash: str = ""  # content hash of the build inputs
+    kernels: tuple[KernelResources, ...] = ()  # per-kernel resources (cuda backend)
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """One correctness check on one fresh input set."""
+
+    index: int
+    passed: bool
+    max_abs_error: float | None = None
+    max_rel_error: float | None = None
+    worst_index: tuple[int, ...] | None = None  # where the largest error is (output index space)
+    expected: float | None = None  # reference value at worst_index
+    actual: float | None = None  # candidate value at worst_index
+    mismatched: int = 0  # elements outside tolerance
+    total: int = 0  # elements compared
+    output: int = 0  # which output of a tuple/list result
+    problem: str = ""  # type/shape/dtype/NaN problem, when not a numeric mismatch
+
+
+@dataclasses.dataclass(frozen=True)
+class VerifyResult(StageResult):
+    """Running the candidate on several fresh random input sets against the reference."""
+
+    checks: tuple[CheckResult, ...] = ()
+    atol: float = 0.0
+    rtol: float = 0.0
+    stderr: str = ""  # the candidate process's output (cleaned, cut), e.g. a Python traceback
+    signal: str = ""  # the signal that killed the child, if any (e.g. "SIGSEGV")
+
+    @property
+    def passed(self) -> int:
+        return sum(1 for c in self.checks if c.passed)
+
+
+@dataclasses.dataclass(frozen=True)
+class KernelTime:
+    """One row of the per-kernel breakdown of a profile."""
+
+    name: str
+    calls: int
+    total_ms: float
+    share: float  # fraction of the candidate's device (or CPU op) time
+
+
+@dataclasses.dataclass(frozen=True)
+class ProfileResult(StageResult):
+    """Timing the candidate, eager PyTorch and torch.compile by one method on one device.
+
+    Times are medians in milliseconds. A speedup is baseline time / candidate time, so > 1 is faster.
+    """
+
+    candidate_ms: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    repetitions: int = 0
+    spread: float | None = None  # (p75 - p25) / median of the candidate's timings
+    kernels: tuple[KernelTime, ...] = ()
+    device: str = ""
+    method: str = ""  # how time was taken, e.g. "cuda-events+sync+l2-flush, median of 50"
+    baseline_cached: bool = False
+    ncu: str = ""  # Nsight Compute summary, when requested and available
+    stderr: str = ""
+    signal: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class IntegrityFinding:
+    """One integrity check and what it found."""
+
+    check: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class SubmitResult(StageResult):
+    """The final evaluation: compile, verify and profile again, then the milestone tier.
+
+    ``tier`` is CUDA Agent's: -1 when compilation or correctness fails, 1 when correct, 2 when more than
+    5% faster than eager, 3 when more than 5% faster than both eager and torch.compile.
+    """
+
+    tier: int = -1
+    compiled: bool = False
+    correct: bool = False
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    compile: CompileResult | None = None
+    verify: VerifyResult | None = None
+    profile: ProfileResult | None = None
+    integrity: tuple[IntegrityFinding, ...] = ()
+
+
+SPEEDUP_MARGIN = 0.05
+"""A candidate is "faster" than a baseline when (t0 - t) / t0 > SPEEDUP_MARGIN."""
+
+
+def is_faster(candidate_ms: float | None, baseline_ms: float | None, margin: float = SPEEDUP_MARGIN) -> bool:
+    """CUDA Agent's b(t, t0): true when the candidate beats the baseline by more than ``margin``."""
+    if candidate_ms is None or baseline_ms is None or baseline_ms <= 0:
+        return False
+    return (baseline_ms - candidate_ms) / baseline_ms > margin
+
+
+def milestone_tier(correct: bool, profile: ProfileResult | None, margin: float = SPEEDUP_MARGIN) -> int:
+    """The milestone tier of CUDA Agent's Eq. 1 from correctness and one profile."""
+    if not correct:
+        return -1
+    if profile is None or not profile.ok:
+        return 1
+    faster_eager = is_faster(profile.candidate_ms, profile.eager_ms, margin)
+    faster_compile = is_faster(profile.candidate_ms, profile.compile_ms, margin)
+    if faster_eager and faster_compile:
+        return 3
+    if faster_eager:
+        return 2
+    return 1
+
+
+AnyResult = StageResult

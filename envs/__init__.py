@@ -1,0 +1,5 @@
+"""Environments: ``CudaKernelEnv`` (Gymnasium)."""
+
+from cudagym.envs.kernel_env import CudaKernelEnv
+
+__all__ = ["CudaKernelEnv"]

@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Model(nn.Module):
+    """Applies ELU (alpha = 1) elementwise."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return F.elu(x, alpha=1.0)
+
+
+N = 8388608
+
+
+def get_inputs():
+    return [torch.randn(N)]
+
+
+def get_init_inputs():
+    return []

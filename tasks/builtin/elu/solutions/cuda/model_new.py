@@ -1,0 +1,12 @@
+import cuda_extension
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """ELU (alpha 1) on the GPU through a custom vectorised CUDA kernel."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return cuda_extension.elu_forward(x.contiguous())

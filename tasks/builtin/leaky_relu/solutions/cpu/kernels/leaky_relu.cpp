@@ -1,0 +1,11 @@
+// LeakyReLU on the CPU: one OpenMP-parallel, auto-vectorised pass over the flat tensor.
+#include <cstdint>
+
+// y[i] = f(x[i]) for i in [0, n); threads take contiguous static chunks.
+void leaky_relu_kernel(const float* __restrict x, float* __restrict y, int64_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    y[i] = v > 0.0f ? v : 0.01f * v;
+  }
+}

@@ -1,0 +1,12 @@
+import cuda_extension
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """LeakyReLU through a custom vectorised OpenMP kernel."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return cuda_extension.leaky_relu_forward(x.contiguous())

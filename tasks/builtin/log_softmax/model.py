@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """LogSoftmax over the last dimension of a 2-D tensor."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.log_softmax(x, dim=-1)
+
+
+B = 4096
+D = 2048
+
+
+def get_inputs():
+    return [torch.randn(B, D) * 2.0]
+
+
+def get_init_inputs():
+    return []

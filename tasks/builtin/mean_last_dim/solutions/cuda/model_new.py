@@ -1,0 +1,12 @@
+import cuda_extension
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    """Row means through a custom warp-per-row CUDA kernel."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return cuda_extension.mean_last_dim_forward(x.contiguous())

@@ -1,0 +1,37 @@
+#include "binding_registry.h"
+
+// The current PyTorch stream where the CUDA build of the headers is present; the legacy default stream
+// otherwise (CPU-only PyTorch headers lack c10/cuda's generated config, so a syntax check still compiles).
+#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
+#include <c10/cuda/CUDAStream.h>
+static cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
+#else
+#include <cuda_runtime.h>
+static cudaStream_t current_stream() { return nullptr; }
+#endif
+
+void launch_scale_bias_tanh(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t d,
+                            cudaStream_t stream);  // scale_bias_tanh.cu
+
+// tanh(x * scale + bias) with scale and bias broadcast over the last dimension.
+torch::Tensor scale_bias_tanh_forward(torch::Tensor x, torch::Tensor scale, torch::Tensor bias) {
+  TORCH_CHECK(x.is_cuda() && scale.is_cuda() && bias.is_cuda(), "CUDA tensors expected");
+  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be contiguous float32");
+  TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
+  const int64_t d = x.size(-1);
+  TORCH_CHECK(scale.is_contiguous() && scale.numel() == d && scale.scalar_type() == torch::kFloat32, "bad scale");
+  TORCH_CHECK(bias.is_contiguous() && bias.numel() == d && bias.scalar_type() == torch::kFloat32, "bad bias");
+  auto y = torch::empty_like(x);
+  if (x.numel() > 0) {
+    launch_scale_bias_tanh(x.data_ptr<float>(), scale.data_ptr<float>(), bias.data_ptr<float>(), y.data_ptr<float>(),
+                           x.numel() / d, d, current_stream());
+    const cudaError_t err = cudaGetLastError();
+    TORCH_CHECK(err == cudaSuccess, "scale_bias_tanh kernel failed: ", cudaGetErrorString(err));
+  }
+  return y;
+}
+
+static void bind(pybind11::module_& m) {
+  m.def("scale_bias_tanh_forward", &scale_bias_tanh_forward, "tanh(x * scale + bias) (CUDA)");
+}
+REGISTER_BINDING(scale_bias_tanh, bind);

@@ -1,0 +1,15 @@
+#include "binding_registry.h"
+
+void sigmoid_kernel(const float* x, float* y, int64_t n);  // defined in sigmoid.cpp
+
+// Checks the input, allocates the output and runs the C++ kernel.
+torch::Tensor sigmoid_forward(torch::Tensor x) {
+  TORCH_CHECK(x.device().is_cpu(), "x must be a CPU tensor");
+  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be contiguous float32");
+  auto y = torch::empty_like(x);
+  sigmoid_kernel(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}
+
+static void bind(pybind11::module_& m) { m.def("sigmoid_forward", &sigmoid_forward, "Sigmoid (CPU)"); }
+REGISTER_BINDING(sigmoid, bind);

@@ -1,0 +1,30 @@
+#include "binding_registry.h"
+
+// The current PyTorch stream where the CUDA build of the headers is present; the legacy default stream
+// otherwise (CPU-only PyTorch headers lack c10/cuda's generated config, so a syntax check still compiles).
+#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
+#include <c10/cuda/CUDAStream.h>
+static cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
+#else
+#include <cuda_runtime.h>
+static cudaStream_t current_stream() { return nullptr; }
+#endif
+
+void launch_silu_clamp(const float* x, float* y, int64_t n, float lo, float hi, cudaStream_t stream);
+
+// clamp(sigmoid(x) * x, lo, hi) elementwise on a contiguous float32 CUDA tensor.
+torch::Tensor silu_clamp_forward(torch::Tensor x, double lo, double hi) {
+  TORCH_CHECK(x.is_cuda(), "x must be a CUDA tensor");
+  TORCH_CHECK(x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be contiguous float32");
+  auto y = torch::empty_like(x);
+  if (x.numel() > 0) {
+    launch_silu_clamp(x.data_ptr<float>(), y.data_ptr<float>(), x.numel(), static_cast<float>(lo),
+                      static_cast<float>(hi), current_stream());
+    const cudaError_t err = cudaGetLastError();
+    TORCH_CHECK(err == cudaSuccess, "silu_clamp kernel failed: ", cudaGetErrorString(err));
+  }
+  return y;
+}
+
+static void bind(pybind11::module_& m) { m.def("silu_clamp_forward", &silu_clamp_forward, "clamp(silu(x)) (CUDA)"); }
+REGISTER_BINDING(silu_clamp, bind);

@@ -1,0 +1,24 @@
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    """Sums each row of a 2-D tensor (reduction over the last dimension)."""
+
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.sum(x, dim=-1)
+
+
+B = 4096
+D = 4096
+
+
+def get_inputs():
+    return [torch.randn(B, D)]
+
+
+def get_init_inputs():
+    return []

@@ -1,0 +1,123 @@
+"""Task sets by name: the built-in ones, those registered in code, and those of installed packages.
+
+A loader is any callable ``loader(**options) -> Iterable[Task]``. Loaders run lazily, on the first
+``load`` of their name. Installed packages add sets through the entry-point group ``cudagym.task_sets``
+(``name = "package.module:loader"``); they are found without being imported first.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from collections.abc import Callable, Iterable, Sequence
+from importlib import metadata as importlib_metadata
+from typing import Any
+
+from cudagym.tasks.task import Task, TaskSet
+
+TaskLoader = Callable[..., Iterable[Task]]
+ENTRY_POINT_GROUP = "cudagym.task_sets"
+
+_LOADERS: dict[str, TaskLoader | str] = {
+    "builtin": "cudagym.tasks.builtin:load_builtin",
+    "kernelbench": "cudagym.tasks.kernelbench:load_kernelbench",
+    "ops6k": "cudagym.tasks.ops6k:load_ops6k",
+}
+
+FILTER_KEYS = ("level", "ids", "names", "ops")
+
+
+class TaskSetNotFound(KeyError):
+    """No task set of that name is registered."""
+
+    def __str__(self) -> str:  # KeyError quotes its message; show it plainly
+        return str(self.args[0])
+
+
+def register_task_set(name: str, loader: TaskLoader | str, *, overwrite: bool = False) -> None:
+    """Adds a task set. ``loader`` is a callable or a ``"module:attr"`` string resolved on first use."""
+    if not name or "/" in name:
+        raise ValueError(f"a task set name must be non-empty and contain no '/', got {name!r}")
+    if name in _LOADERS and not overwrite:
+        raise ValueError(f"task set {name!r} is already registered (pass overwrite=True to replace it)")
+    _LOADERS[name] = loader
+
+
+def _entry_points() -> dict[str, importlib_metadata.EntryPoint]:
+    return {ep.name: ep for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)}
+
+
+def registered_names() -> list[str]:
+    """Every task set name: registered in code and declared by installed packages."""
+    return sorted(set(_LOADERS) | set(_entry_points()))
+
+
+def _resolve(name: str) -> TaskLoader:
+    loader = _LOADERS.get(name)
+    if loader is None:
+        ep = _entry_points().get(name)
+        if ep is None:
+            names = registered_names()
+            close = difflib.get_close_matches(name, names, n=1)
+            hint = f" Did you mean {close[0]!r}?" if close else ""
+            raise TaskSetNotFound(f"no task set named {name!r}; registered: {', '.join(names)}.{hint}")
+        loader = ep.load()
+        _LOADERS[name] = loader
+    if isinstance(loader, str):
+        import importlib
+
+        module, _, attr = loader.partition(":")
+        loader = getattr(importlib.import_module(module), attr)
+        _LOADERS[name] = loader
+    return loader
+
+
+def _as_tuple(value: Any) -> tuple[Any, ...]:
+    if value is None:
+        return ()
+    if isinstance(value, (str, int)):
+        return (value,)
+    return tuple(value)
+
+
+def filter_tasks(
+    tasks: Iterable[Task],
+    *,
+    level: int | Sequence[int] | None = None,
+    ids: str | Sequence[str] | None = None,
+    names: str | Sequence[str] | None = None,
+    ops: str | Sequence[str] | None = None,
+) -> list[Task]:
+    """Keeps the tasks that match every given filter.
+
+    ``level``: one level or several. ``ids``: exact ids. ``names``: shell-style patterns matched against
+    the name and the id. ``ops``: the task composes at least one of these operator names (a pattern too).
+    """
+    levels, wanted_ids = set(_as_tuple(level)), set(_as_tuple(ids))
+    patterns, op_patterns = _as_tuple(names), _as_tuple(ops)
+    kept = []
+    for task in tasks:
+        if levels and task.metadata.level not in levels:
+            continue
+        if wanted_ids and task.id not in wanted_ids:
+            continue
+        if patterns and not any(fnmatch.fnmatch(task.name, p) or fnmatch.fnmatch(task.id, p) for p in patterns):
+            continue
+        if op_patterns and not any(fnmatch.fnmatch(op, p) for op in task.metadata.ops for p in op_patterns):
+            continue
+        kept.append(task)
+    if wanted_ids:
+        missing = wanted_ids - {t.id for t in kept}
+        if missing:
+            raise KeyError(f"unknown task ids after filtering: {sorted(missing)}")
+    return kept
+
+
+def load(name: str, **options: Any) -> TaskSet:
+    """Loads the task set ``name``; filter options (level, ids, names, ops) apply after loading and the
+    remaining options (``path=`` ...) go to the loader."""
+    filters = {k: options.pop(k) for k in FILTER_KEYS if k in options}
+    tasks = list(_resolve(name)(**options))
+    if filters:
+        tasks = filter_tasks(tasks, **filters)
+    return TaskSet(name, tasks)

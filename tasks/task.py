@@ -1,0 +1,169 @@
+"""The task model: one PyTorch reference module to be made faster, with what the evaluator needs to know.
+
+A task's ``source`` is a file in KernelBench's format: ``class Model(nn.Module)``, ``get_inputs()`` and
+``get_init_inputs()``, with problem sizes as module-level constants. A task may carry a size profile per
+backend (``metadata.sizes``): the constants to use on the CPU backend and on the GPU, so that one task
+is quick on a laptop core and still takes milliseconds on an H200. ``source_for(backend)`` gives the
+text with those constants rewritten; that text is what the workspace's ``model.py`` holds and what is
+evaluated, so the agent always sees the sizes it is timed on.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import hashlib
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+DEFAULT_TOLERANCE = 1e-2
+
+
+def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    return MappingProxyType(dict(mapping or {}))
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskMetadata:
+    """What is known about a task besides its source.
+
+    Attributes:
+        level: difficulty level where the set has one (KernelBench 1-4), else None.
+        ops: operator names the reference composes (Ops-6K's ``ops``; ours name the torch ops).
+        source: the task set it came from ("builtin", "kernelbench", "ops6k", ...).
+        atol, rtol: correctness tolerances (CUDA Agent's 1e-2 by default).
+        dtype: the floating dtype the reference computes in.
+        sizes: per-backend overrides of the module-level size constants, e.g.
+            ``{"cpu": {"N": 4096}, "cuda": {"N": 16777216}}``.
+        requires: extra Python packages the reference needs (e.g. "transformers").
+        input_kinds: input distributions verification may draw from beyond the task's own
+            ("task" always; "normal" adds signed standard-normal inputs where the task allows).
+        extra: anything else a loader wants to keep (e.g. Ops-6K's ``data_source``).
+    """
+
+    level: int | None = None
+    ops: tuple[str, ...] = ()
+    source: str = "builtin"
+    atol: float = DEFAULT_TOLERANCE
+    rtol: float = DEFAULT_TOLERANCE
+    dtype: str = "float32"
+    sizes: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
+    requires: tuple[str, ...] = ()
+    input_kinds: tuple[str, ...] = ("task",)
+    extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ops", tuple(self.ops))
+        object.__setattr__(self, "requires", tuple(self.requires))
+        object.__setattr__(self, "input_kinds", tuple(self.input_kinds))
+        object.__setattr__(self, "sizes", _frozen({k: _frozen(v) for k, v in dict(self.sizes).items()}))
+        object.__setattr__(self, "extra", _frozen(self.extra))
+        if self.atol < 0 or self.rtol < 0:
+            raise ValueError(f"tolerances must be >= 0, got atol={self.atol}, rtol={self.rtol}")
+
+
+@dataclasses.dataclass(frozen=True)
+class Task:
+    """One optimisation problem.
+
+    Attributes:
+        id: unique and stable within its set, e.g. ``"builtin/relu"`` or ``"kernelbench/level1/19_ReLU"``.
+        name: human-readable name.
+        source: the reference file's text (``Model``, ``get_inputs``, ``get_init_inputs``).
+        metadata: see :class:`TaskMetadata`.
+        solutions: backend name -> directory holding a reference solution in workspace layout
+            (``kernels/...`` and ``model_new.py``), for the tasks that ship one.
+        expected_tiers: backend name -> the tier that reference solution is known to reach.
+    """
+
+    id: str
+    name: str
+    source: str
+    metadata: TaskMetadata = dataclasses.field(default_factory=TaskMetadata)
+    solutions: Mapping[str, Path] = dataclasses.field(default_factory=dict)
+    expected_tiers: Mapping[str, int] = dataclasses.field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not self.id:
+            raise ValueError("a task needs a non-empty id")
+        object.__setattr__(self, "solutions", _frozen(self.solutions))
+        object.__setattr__(self, "expected_tiers", _frozen(self.expected_tiers))
+
+    def source_for(self, backend: str) -> str:
+        """The reference source with the backend's size constants written in (see module doc)."""
+        sizes = self.metadata.sizes.get(backend)
+        if not sizes:
+            return self.source
+        return rewrite_constants(self.source, sizes)
+
+    def fingerprint(self, backend: str) -> str:
+        """A short content hash of what is evaluated on ``backend`` (keys caches of baselines)."""
+        blob = f"{self.source_for(backend)}\0{self.metadata.dtype}".encode()
+        return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def rewrite_constants(source: str, values: Mapping[str, Any]) -> str:
+    """Replaces module-level ``NAME = ...`` assignments by ``NAME = repr(value)``.
+
+    Only simple top-level assignments to a single name are rewritten; every name in ``values`` must
+    have one, so a size profile can never silently fail to apply.
+    """
+    tree = ast.parse(source)
+    lines = source.splitlines(keepends=True)
+    found: dict[str, ast.Assign] = {}
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
+            if node.targets[0].id in values:
+                found[node.targets[0].id] = node
+    missing = sorted(set(values) - set(found))
+    if missing:
+        raise ValueError(f"size constants not assigned at module level in the task source: {missing}")
+    for name, node in sorted(found.items(), key=lambda item: -item[1].lineno):
+        start, end = node.lineno - 1, (node.end_lineno or node.lineno) - 1
+        newline = "\n" if lines[end].endswith("\n") else ""
+        lines[start : end + 1] = [f"{name} = {values[name]!r}{newline}"]
+    return "".join(lines)
+
+
+class TaskSet(Sequence[Task]):
+    """An ordered, immutable collection of tasks with lookup by id."""
+
+    def __init__(self, name: str, tasks: Iterable[Task]) -> None:
+        self.name = name
+        self._tasks = tuple(tasks)
+        self._by_id: dict[str, Task] = {}
+        for task in self._tasks:
+            if task.id in self._by_id:
+                raise ValueError(f"task set {name!r} has two tasks with id {task.id!r}")
+            self._by_id[task.id] = task
+
+    def __len__(self) -> int:
+        return len(self._tasks)
+
+    def __getitem__(self, index):  # type: ignore[override]
+        if isinstance(index, slice):
+            return TaskSet(self.name, self._tasks[index])
+        return self._tasks[index]
+
+    def __iter__(self) -> Iterator[Task]:
+        return iter(self._tasks)
+
+    def __repr__(self) -> str:
+        return f"TaskSet({self.name!r}, {len(self)} tasks)"
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(self._by_id)
+
+    def get(self, task_id: str) -> Task:
+        """The task with this id; a KeyError names the closest ids when there is none."""
+        try:
+            return self._by_id[task_id]
+        except KeyError:
+            import difflib
+
+            close = difflib.get_close_matches(task_id, self._by_id, n=3)
+            hint = f" Did you mean: {', '.join(close)}?" if close else ""
+            raise KeyError(f"no task {task_id!r} in task set {self.name!r}.{hint}") from None

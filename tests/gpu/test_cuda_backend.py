@@ -1,0 +1,246 @@
+"""The cuda backend on a real GPU: reference solutions, wrong kernels, faults, side streams.
+
+Run on the device machine: ``python -m pytest -m gpu``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from cudagym.backends import query_gpu
+from cudagym.baselines import solution_files, tool_call
+from cudagym.envs import CudaKernelEnv
+from cudagym.evaluator import EvalConfig
+from cudagym.harness.timing import TimingConfig
+from cudagym.tasks import load
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(query_gpu() is None, reason="no NVIDIA GPU visible (nvidia-smi)"),
+]
+
+BUILTIN = load("builtin")
+WITH_CUDA_SOLUTION = [t.id for t in BUILTIN if "cuda" in t.solutions]
+RELU = "builtin/relu"
+GPU_CONFIG = EvalConfig(num_checks=2, verify_timeout=120, profile_timeout=300,
+                        timing=TimingConfig(min_reps=10, max_reps=100, budget_seconds=0.5))  # fmt: skip
+# The fault tests use the ReLU task at 4M elements: the faults do not need GPU-sized data, and the
+# episodes that follow them stay short.
+SMALL_RELU = dataclasses.replace(
+    BUILTIN.get(RELU),
+    metadata=dataclasses.replace(BUILTIN.get(RELU).metadata, sizes={"cuda": {"N": 1 << 22}}),
+)
+
+LAUNCHER = "void launch_relu(const float* x, float* y, int64_t n, cudaStream_t stream)"
+KERNELS = {
+    "illegal_address": f"""#include <cuda_runtime.h>
+#include <cstdint>
+__global__ void k(const float* x, float* y, int64_t n) {{
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i + (1LL << 40)] = x[i];  // far outside any allocation
+}}
+{LAUNCHER} {{ k<<<(n + 255) / 256, 256, 0, stream>>>(x, y, n); }}
+""",
+    "misaligned": f"""#include <cuda_runtime.h>
+#include <cstdint>
+__global__ void k(const float* x, float* y, int64_t n) {{
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  const float4* p = reinterpret_cast<const float4*>(reinterpret_cast<const char*>(x) + 4);
+  if (4 * i + 8 < n) {{ float4 v = p[i]; y[4 * i] = v.x; }}
+}}
+{LAUNCHER} {{ k<<<(n / 4 + 255) / 256, 256, 0, stream>>>(x, y, n); }}
+""",
+    "launch_failure": f"""#include <cuda_runtime.h>
+#include <cstdint>
+__global__ void k(const float* x, float* y, int64_t n) {{ }}
+{LAUNCHER} {{ k<<<1, 4096, 0, stream>>>(x, y, n); }}  // more threads per block than the device allows
+""",
+    "device_assert": f"""#include <cuda_runtime.h>
+#include <cassert>
+#include <cstdint>
+__global__ void k(const float* x, float* y, int64_t n) {{
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  assert(i < 0 && "device-side check failed");
+}}
+{LAUNCHER} {{ k<<<(n + 255) / 256, 256, 0, stream>>>(x, y, n); }}
+""",
+    "endless_kernel": f"""#include <cuda_runtime.h>
+#include <cstdint>
+__global__ void k(const float* x, float* y, int64_t n, int* flag) {{
+  while (atomicAdd(flag, 0) == 0) {{ }}  // nobody ever sets the flag
+}}
+{LAUNCHER} {{
+  int* flag; cudaMalloc(&flag, sizeof(int)); cudaMemset(flag, 0, sizeof(int));
+  k<<<1, 32, 0, stream>>>(x, y, n, flag);
+}}
+""",
+}
+EXPECTED = {
+    "illegal_address": ("illegal memory access", ("runtime_error", "crash")),
+    "misaligned": ("misaligned address", ("runtime_error", "crash")),
+    "launch_failure": ("invalid configuration argument", ("runtime_error",)),
+    "device_assert": ("device-side assert", ("runtime_error", "crash")),
+    "endless_kernel": ("did not finish within 30 s", ("timeout",)),
+}
+
+
+def relu_cuda_solution() -> dict[str, str]:
+    root = Path(BUILTIN.get(RELU).solutions["cuda"])
+    return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
+
+
+def write_all(env: CudaKernelEnv, files: dict[str, str]) -> None:
+    for path, content in files.items():
+        assert env.step(tool_call("write_file", path=path, content=content))[4]["status"] == "ok"
+
+
+@pytest.fixture(scope="module")
+def env():
+    environment = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=GPU_CONFIG)
+    yield environment
+    environment.close()
+
+
+def test_compile_reports_ptxas_resources(env: CudaKernelEnv) -> None:
+    env.reset(options={"task_id": RELU})
+    write_all(env, relu_cuda_solution())
+    obs, _, _, _, info = env.step(tool_call("compile"))
+    assert info["status"] == "ok", obs
+    assert "kernel resources (ptxas)" in obs and "relu_vec4_kernel" in obs
+    assert any(k["registers"] > 0 for k in info["result"]["kernels"])
+
+
+def test_wrong_kernel_gets_minus_one_with_the_mismatch(env: CudaKernelEnv) -> None:
+    env.reset(options={"task_id": RELU})
+    files = relu_cuda_solution()
+    files["kernels/relu.cu"] = files["kernels/relu.cu"].replace("fmaxf(v, 0.0f)", "fmaxf(v, -0.5f)")
+    write_all(env, files)
+    obs, reward, terminated, _, info = env.step(tool_call("submit"))
+    assert terminated and reward == -1 and info["tier"] == -1
+    assert "outside tolerance" in obs and "max abs error" in obs
+
+
+def test_unwritten_outputs_fail_through_poisoning(env: CudaKernelEnv) -> None:
+    env.reset(options={"task_id": RELU})
+    files = relu_cuda_solution()
+    files["kernels/relu.cu"] = files["kernels/relu.cu"].replace(
+        "const int64_t n4 = aligned ? n / 4 : 0;", "n = n / 2; const int64_t n4 = aligned ? n / 4 : 0;"
+    )
+    write_all(env, files)
+    obs, _, _, _, info = env.step(tool_call("verify"))
+    assert info["status"] in ("mismatch", "invalid_output"), obs
+
+
+@pytest.mark.parametrize("fault", list(KERNELS))
+def test_gpu_faults_are_survived(fault: str) -> None:
+    config = dataclasses.replace(GPU_CONFIG, verify_timeout=30)
+    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
+    try:
+        env.reset(options={"task_id": RELU})
+        files = relu_cuda_solution()
+        files["kernels/relu.cu"] = KERNELS[fault]
+        write_all(env, files)
+        obs, reward, terminated, _, info = env.step(tool_call("verify"))
+        needle, statuses = EXPECTED[fault]
+        assert info["status"] in statuses and needle in obs, obs
+        assert not terminated and reward == 0
+        # the same env completes a correct episode afterwards
+        env.reset(options={"task_id": RELU})
+        write_all(env, relu_cuda_solution())
+        _, reward, terminated, _, info = env.step(tool_call("submit"))
+        assert terminated and info["tier"] >= 1, info["result"]["message"]
+    finally:
+        env.close()
+
+
+SIDE_STREAM = f"""#include <cuda_runtime.h>
+#include <cstdint>
+__global__ void slow_relu(const float* x, float* y, int64_t n) {{
+  long long start = clock64();
+  while (clock64() - start < 6000000LL) {{ }}  // about 3 ms at 1.98 GHz before any output is written
+  for (int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x; i < n; i += (int64_t)gridDim.x * blockDim.x)
+    y[i] = fmaxf(x[i], 0.0f);
+}}
+{LAUNCHER} {{
+  static cudaStream_t side = nullptr;
+  if (side == nullptr) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
+  slow_relu<<<1024, 256, 0, side>>>(x, y, n);  // on a private stream, and no synchronisation
+}}
+"""
+
+
+def test_work_on_a_side_stream_is_timed_in_full(env: CudaKernelEnv) -> None:
+    env.reset(options={"task_id": RELU})
+    files = relu_cuda_solution()
+    files["kernels/relu.cu"] = SIDE_STREAM
+    write_all(env, files)
+    obs, _, _, _, info = env.step(tool_call("profile"))
+    assert info["status"] == "ok", obs
+    assert info["result"]["candidate_ms"] >= 2.5, obs
+
+
+LOAD_INLINE = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cuda_source = r"""
+#include <torch/extension.h>
+__global__ void relu_kernel(const float* x, float* y, long n) {
+  long i = blockIdx.x * (long)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = x[i] > 0.f ? x[i] : 0.f;
+}
+torch::Tensor relu_forward(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  long n = x.numel();
+  relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);
+  return y;
+}
+"""
+cpp_source = "torch::Tensor relu_forward(torch::Tensor x);"
+relu_ext = load_inline(name="single_file_relu", cpp_sources=cpp_source, cuda_sources=cuda_source,
+                       functions=["relu_forward"], extra_cuda_cflags=["-O3"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu_ext.relu_forward(x)
+'''
+
+
+def test_single_file_load_inline_solution(env: CudaKernelEnv) -> None:
+    env.reset(options={"task_id": RELU})
+    assert env.step(tool_call("write_file", path="model_new.py", content=LOAD_INLINE))[4]["status"] == "ok"
+    obs, _, _, _, info = env.step(tool_call("compile"))
+    assert info["status"] == "ok", obs
+    _, _, terminated, _, info = env.step(tool_call("submit"))
+    assert terminated and info["tier"] >= 1, info["result"]["message"]
+
+
+def test_profile_with_ncu(env: CudaKernelEnv) -> None:
+    env.reset(options={"task_id": RELU})
+    write_all(env, relu_cuda_solution())
+    obs, _, _, _, info = env.step(tool_call("profile", ncu=True))
+    assert info["status"] == "ok", obs
+    assert "relu_vec4_kernel" in info["result"]["ncu"], info["result"]["ncu"]
+    assert "Throughput" in info["result"]["ncu"]
+
+
+@pytest.fixture(scope="module")
+def full_env():
+    environment = CudaKernelEnv(backend="cuda", eval_config=GPU_CONFIG)
+    yield environment
+    environment.close()
+
+
+@pytest.mark.parametrize("task_id", WITH_CUDA_SOLUTION)
+def test_cuda_reference_solution_reaches_its_expected_tier(full_env: CudaKernelEnv, task_id: str) -> None:
+    full_env.reset(options={"task_id": task_id})
+    write_all(full_env, solution_files(full_env.task, "cuda"))
+    assert full_env.step(tool_call("compile"))[4]["status"] == "ok"
+    _, _, terminated, _, info = full_env.step(tool_call("submit"))
+    expected = BUILTIN.get(task_id).expected_tiers.get("cuda", 1)
+    print(f"TIER {task_id} {info['tier']} expected {expected} | {info['result']['message']}")
+    assert terminated and info["tier"] >= expected, f"{task_id}: tier {info['tier']} < {expected}"
