@@ -58,6 +58,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cudagym.tasks.cli import add_tasks_commands
 
     add_tasks_commands(sub)
+    from cudagym.eval_cli import add_eval_commands
+
+    add_eval_commands(sub)
     return parser
 
 

@@ -61,6 +61,8 @@ class EvalConfig:
     build: BuildOptions = dataclasses.field(default_factory=BuildOptions)
     limits: ChildLimits = dataclasses.field(default_factory=ChildLimits)
     poison_bytes: int = 64 * 1024 * 1024  # cuda: NaN-filled device memory freed before each call
+    prestart: bool = True  # keep one candidate process started ahead, torch already imported
+    compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
     output_chars: int = 6000  # how much of a child's output an observation may carry
 
     def __post_init__(self) -> None:
@@ -79,6 +81,7 @@ class Evaluator(Protocol):
     def verify(self, workspace: Workspace) -> VerifyResult: ...
     def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult: ...
     def submit(self, workspace: Workspace) -> SubmitResult: ...
+    def retarget(self, task: Task) -> None: ...
     def close(self) -> None: ...
 
 
@@ -140,9 +143,11 @@ class LocalEvaluator:
         self.builder = builder or Builder(backend, cache_dir=self.cache_dir, options=self.config.build)
         self.source = task.source_for(backend.name)
         self._reference: ReferenceProcess | None = None
+        self._loaded = False
         self._eval_mode = False
         self._children: list[Child] = []
         self._single_file_ok: set[str] = set()
+        self._spare: Child | None = None
 
     # -- compile -----------------------------------------------------------------------------------
 
@@ -206,10 +211,13 @@ class LocalEvaluator:
         return self.config.rtol if self.config.rtol is not None else self.task.metadata.rtol
 
     def reference(self) -> ReferenceProcess:
+        """The reference process, started on first use and (re)loaded with the current task."""
         if self._reference is None or not self._reference.alive:
             if self._reference is not None:
                 self._reference.close()
             self._reference = ReferenceProcess(self.backend, self.config)
+            self._loaded = False
+        if not self._loaded:
             reply = self._reference.call(
                 "load",
                 source=self.source,
@@ -219,6 +227,7 @@ class LocalEvaluator:
                 threads=self.backend.threads,
             )
             self._eval_mode = bool(reply.get("eval_mode"))
+            self._loaded = True
         return self._reference
 
     def _prechecks(self, workspace: Workspace, stage: Stage, cls: type) -> tuple[CompileResult | None, Any]:
@@ -252,18 +261,27 @@ class LocalEvaluator:
             )
         return compiled, None
 
+    def _new_candidate(self, prefix: tuple[str, ...] = ()) -> Child:
+        return Child(
+            "candidate", limits=self.config.limits, threads=self.backend.threads, env=self._child_env(), prefix=prefix
+        )
+
+    def _take_candidate(self, prefix: tuple[str, ...]) -> Child:
+        """A single-use candidate process: the one started ahead (torch already imported) when there is one;
+        a new spare is started for the next stage either way."""
+        child = None
+        if not prefix and self._spare is not None and self._spare.alive:
+            child = self._spare
+        elif self._spare is not None:
+            self._spare.kill()
+        self._spare = self._new_candidate() if self.config.prestart else None
+        return child or self._new_candidate(prefix)
+
     def _spawn_candidate(
         self, job: dict[str, Any], timeout: float, prefix: tuple[str, ...] = ()
     ) -> tuple[Child, bool, int | None]:
         """Runs one candidate process to its end or its deadline; returns (child, finished, returncode)."""
-        child = Child(
-            "candidate",
-            limits=self.config.limits,
-            threads=self.backend.threads,
-            cwd=job["workspace"],
-            env=self._child_env(),
-            prefix=prefix,
-        )
+        child = self._take_candidate(prefix)
         self._children.append(child)
         child.send(job, close_stdin=True)
         deadline = time.monotonic() + timeout
@@ -356,12 +374,7 @@ class LocalEvaluator:
             for item in job["checks"]:
                 ref.call("drop", key=item["key"])
         except RuntimeError as exc:
-            return VerifyResult(
-                stage=Stage.VERIFY,
-                status=Status.HARNESS_ERROR,
-                seconds=time.monotonic() - start,
-                message=f"The evaluation harness failed: {clean(str(exc), 1500)}",
-            )
+            return _harness_failure(VerifyResult, Stage.VERIFY, exc, start)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         stderr = self._candidate_output(child, workspace)
@@ -401,15 +414,21 @@ class LocalEvaluator:
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
-    def baselines(self, key: str) -> tuple[float, float, bool]:
-        """(eager_ms, compile_ms, from_cache), measured on input set ``key`` when not cached."""
+    def baselines(self, key: str) -> tuple[float, float | None, bool]:
+        """(eager_ms, compile_ms, from_cache), measured on input set ``key`` when not cached.
+
+        compile_ms is None when ``EvalConfig.compile_baseline`` is off (tiers then stop at 2).
+        """
         path = self.cache_dir / "baselines" / f"{self._baseline_key()}.json"
         if path.exists():
             data = json.loads(path.read_text())
-            return data["eager_ms"], data["compile_ms"], True
+            if data.get("compile_ms") is not None or not self.config.compile_baseline:
+                return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
         timing = dataclasses.asdict(self.config.timing)
         eager = self.reference().call("baseline", key=key, mode="eager", timing=timing)["median_ms"]
-        compiled = self.reference().call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
+        compiled = None
+        if self.config.compile_baseline:
+            compiled = self.reference().call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
         tmp.write_text(
@@ -457,12 +476,7 @@ class LocalEvaluator:
             ncu_text = self._ncu(workspace, compiled, folder) if ncu else ""
             ref.call("drop", key="timing")
         except RuntimeError as exc:
-            return ProfileResult(
-                stage=Stage.PROFILE,
-                status=Status.HARNESS_ERROR,
-                seconds=time.monotonic() - start,
-                message=f"The evaluation harness failed: {clean(str(exc), 1500)}",
-            )
+            return _harness_failure(ProfileResult, Stage.PROFILE, exc, start)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         stderr = self._candidate_output(child, workspace)
@@ -471,11 +485,12 @@ class LocalEvaluator:
             status = Status.MISMATCH
             message = f"The output of the timed runs is wrong: {describe_check(recheck)}"
         speedup_eager = eager_ms / candidate_ms if candidate_ms else None
-        speedup_compile = compile_ms / candidate_ms if candidate_ms else None
+        speedup_compile = compile_ms / candidate_ms if candidate_ms and compile_ms else None
         if status is Status.OK:
-            message = (
-                f"ModelNew {candidate_ms:.4g} ms | eager {eager_ms:.4g} ms ({speedup_eager:.3g}x) | "
+            message = f"ModelNew {candidate_ms:.4g} ms | eager {eager_ms:.4g} ms ({speedup_eager:.3g}x) | " + (
                 f"torch.compile {compile_ms:.4g} ms ({speedup_compile:.3g}x)"
+                if compile_ms is not None
+                else "torch.compile not timed (compile_baseline=False)"
             )
         return ProfileResult(
             stage=Stage.PROFILE,
@@ -571,11 +586,21 @@ class LocalEvaluator:
             integrity=tuple(findings),
         )
 
+    def retarget(self, task: Task) -> None:
+        """Switches to another task, keeping the processes (the reference reloads on its next use)."""
+        if task.id != self.task.id:
+            self.task = task
+            self.source = task.source_for(self.backend.name)
+            self._loaded = False
+
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""
         for child in list(self._children):
             child.kill()
         self._children.clear()
+        if self._spare is not None:
+            self._spare.kill()
+            self._spare = None
         if self._reference is not None:
             self._reference.close()
             self._reference = None
@@ -614,6 +639,16 @@ def summarize_ncu(csv_text: str) -> str:
         figures = ", ".join(f"{k}: {v}" for k, v in metrics.items())
         lines.append(f"- {name[:90]}: {figures}")
     return "\n".join(lines)
+
+
+def _harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> Any:
+    """A result saying that the evaluation machinery (not the agent's code) failed, with the reason."""
+    return cls(
+        stage=stage,
+        status=Status.HARNESS_ERROR,
+        seconds=time.monotonic() - start,
+        message=f"The evaluation harness failed: {clean(str(exc), 1500)}",
+    )
 
 
 def is_single_file(workspace: Workspace) -> bool:

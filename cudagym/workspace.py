@@ -103,6 +103,8 @@ class Workspace:
     def _relative(self, path: str) -> PurePosixPath:
         if not isinstance(path, str) or not path.strip():
             raise WorkspaceError("The path is empty.")
+        if len(path) > 1024 or any(len(part.encode()) > 255 for part in path.split("/")):
+            raise WorkspaceError("The path is too long (at most 255 bytes per name, 1024 in all).")
         if "\x00" in path:
             raise WorkspaceError("The path contains a NUL byte.")
         raw = PurePosixPath(path.strip().replace("\\", "/"))

@@ -140,8 +140,8 @@ class CudaKernelEnv(gym.Env[str, str]):
         if self.workspace is not None:
             self.workspace.remove()
         if self.evaluator is not None and self._evaluator_task != task.id:
-            self.evaluator.close()
-            self.evaluator = None
+            self.evaluator.retarget(task)  # keeps the warm processes for the next task
+            self._evaluator_task = task.id
         self.task = task
         instructions = render_instructions(task, self.backend, max_turns=self.max_turns)
         self.workspace = Workspace(task.source_for(self.backend.name), instructions, limits=self.workspace_limits)
@@ -258,6 +258,13 @@ class CudaKernelEnv(gym.Env[str, str]):
                 return FileResult(Stage.LIST_FILES, Status.OK, "Workspace files:", content=ws.listing())
         except WorkspaceError as e:
             return FileResult(Stage(call.tool_name()), Status.FILE_ERROR, str(e), path=getattr(call, "path", ""))
+        except OSError as e:  # the file system refused (name too long, disk full, ...): a file error too
+            return FileResult(
+                Stage(call.tool_name()),
+                Status.FILE_ERROR,
+                f"The file operation failed: {e.strerror}.",
+                path=getattr(call, "path", ""),
+            )
         evaluator = self._get_evaluator()
         if isinstance(call, Compile):
             return evaluator.compile(ws)

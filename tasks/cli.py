@@ -125,9 +125,50 @@ def _run_show(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0
 
 
+def _configure_check(parser: argparse.ArgumentParser) -> None:
+    _configure_list(parser)
+    parser.add_argument("--ids", action="append", metavar="ID", help="check only this task (repeatable)")
+    parser.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"), help="where references run")
+    parser.add_argument("--runs", type=int, default=3, help="input sets per distribution (default 3)")
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a module-level size constant where a task has it (e.g. dim=4096)",
+    )
+    parser.add_argument("--strict", action="store_true", help="exit with status 1 when a task is flagged")
+
+
+def _parse_override(text: str) -> tuple[str, Any]:
+    import ast
+
+    name, sep, value = text.partition("=")
+    if not sep or not name.isidentifier():
+        raise ValueError(f"--set takes NAME=VALUE, got {text!r}")
+    return name, ast.literal_eval(value)
+
+
+def _run_check(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from cudagym.backends import resolve_backend
+    from cudagym.tasks.checks import check_tasks, format_report
+
+    out = out or sys.stdout
+    tasks = _load(args, args.task_set, level=args.level, names=args.names, ops=args.ops, ids=args.ids)
+    overrides = dict(_parse_override(item) for item in args.set)
+    results = check_tasks(tasks, resolve_backend(args.backend), runs=args.runs, overrides=overrides)
+    print(format_report(results), file=out)
+    flagged = [r for r in results if r.flagged]
+    print(f"{len(results)} task(s) checked, {len(flagged)} flagged", file=out)
+    return 1 if args.strict and flagged else 0
+
+
 TASKS_COMMANDS: list[TasksCommand] = [
     TasksCommand("list", "list the tasks of a task set", _configure_list, _run_list),
     TasksCommand("show", "show one task's metadata and reference source", _configure_show, _run_show),
+    TasksCommand(
+        "check", "run each reference and flag nondeterministic or degenerate tasks", _configure_check, _run_check
+    ),
 ]
 
 

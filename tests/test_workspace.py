@@ -49,6 +49,7 @@ def test_writable_set(ws: Workspace, path: str) -> None:
         ("notes.txt", "outside the writable set"),
         ("kernels/$x.cu", "file names may use"),
         ("", "empty"),
+        ("kernels/" + "a" * 300 + ".cu", "too long"),
     ],
 )
 def test_refused_paths_say_why(ws: Workspace, path: str, needle: str) -> None:

@@ -37,21 +37,25 @@ def poison_allocator(device: str, nbytes: int) -> None:
         del block
 
 
+def import_model_new(workspace: str) -> Any:
+    """Executes the workspace's model_new.py as the module ``model_new`` and returns its ModelNew class."""
+    path = os.path.join(workspace, "model_new.py")
+    with open(path, encoding="utf-8") as f:
+        source = f.read()
+    sys.path.insert(0, workspace)
+    module = load_module("model_new", source, path)
+    if not hasattr(module, "ModelNew"):
+        raise AttributeError("model_new.py defines no class ModelNew")
+    return module.ModelNew
+
+
 def build_model(job: dict[str, Any]) -> Any:
     import torch
 
     state = torch.load(job["state_path"], weights_only=True)
     if job.get("extension"):
         load_extension(job["extension"])
-    workspace = job["workspace"]
-    source_path = os.path.join(workspace, "model_new.py")
-    with open(source_path, encoding="utf-8") as f:
-        source = f.read()
-    sys.path.insert(0, workspace)
-    module = load_module("model_new", source, source_path)
-    if not hasattr(module, "ModelNew"):
-        raise AttributeError("model_new.py defines no class ModelNew")
-    model = module.ModelNew(*state["init_inputs"])
+    model = import_model_new(job["workspace"])(*state["init_inputs"])
     model.load_state_dict(state["state_dict"], strict=True)
     model = model.to(job["device"])
     if job.get("eval_mode"):
@@ -59,20 +63,11 @@ def build_model(job: dict[str, Any]) -> Any:
     return model
 
 
-def import_model_new(job: dict[str, Any], channel: Channel) -> None:
+def import_only(job: dict[str, Any], channel: Channel) -> None:
     """Imports model_new.py only: a single-file solution builds its kernels (load_inline) at import."""
     channel.send(stage="load")
     try:
-        import torch  # noqa: F401
-
-        workspace = job["workspace"]
-        path = os.path.join(workspace, "model_new.py")
-        with open(path, encoding="utf-8") as f:
-            source = f.read()
-        sys.path.insert(0, workspace)
-        module = load_module("model_new", source, path)
-        if not hasattr(module, "ModelNew"):
-            raise AttributeError("model_new.py defines no class ModelNew")
+        import_model_new(job["workspace"])
     except BaseException as exc:
         channel.send(stage="load", ok=False, error=describe_exception(exc))
         return
@@ -82,8 +77,10 @@ def import_model_new(job: dict[str, Any], channel: Channel) -> None:
 def run(job: dict[str, Any], channel: Channel) -> None:
     import torch
 
+    os.chdir(job["workspace"])
+
     if job["mode"] == "import":
-        import_model_new(job, channel)
+        import_only(job, channel)
         return
     configure_threads(job.get("threads", 0))
     device = job["device"]
@@ -175,5 +172,11 @@ def kernel_breakdown(call: Any, device: str, runs: int = 3) -> list[dict[str, An
 
 
 def main(channel: Channel) -> None:
-    job = json.loads(sys.stdin.read())
+    """Imports torch first, then waits for the job: a process can be started ahead of its stage."""
+    import torch
+
+    if torch.cuda.is_available():
+        torch.cuda.init()
+    channel.send(stage="warm")
+    job = json.loads(sys.stdin.readline())
     run(job, channel)

@@ -17,6 +17,7 @@ CUDA_ERROR_NAMES = (
     "unspecified launch failure",
     "device-side assert",
     "invalid configuration argument",
+    "invalid argument",
     "too many resources requested for launch",
     "an illegal instruction was encountered",
     "out of memory",

@@ -129,6 +129,76 @@ class ReferenceServer:
             "method": stats.method,
         }
 
+    def check_task(
+        self, seeds: list[int], kinds: list[str], atol: float, rtol: float, timing: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Properties of the reference itself: determinism, finiteness, and whether a shortcut passes.
+
+        For each input set: the output twice (determinism), then whether zeros, the output's mean as a
+        constant, or any input of the output's shape would pass the tolerance, and whether the output
+        of the previous input set would (an output that does not depend on the inputs).
+        """
+        import torch
+
+        report: dict[str, Any] = {
+            "deterministic": True,
+            "finite": True,
+            "zeros": [],
+            "constant": [],
+            "input": [],
+            "independent": [],
+            "kinds": kinds,
+        }
+        previous = None
+        for seed, kind in zip(seeds, kinds, strict=True):
+            seed_everything(seed)
+            with torch.device(self.device):
+                inputs = list(self.module.get_inputs())
+            if kind == "normal":
+                inputs = [
+                    torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
+                ]
+            inputs = to_device(inputs, self.device, self.dtype)
+            with torch.no_grad():
+                first = _detach(self.model(*inputs))
+                second = _detach(self.model(*inputs))
+            items, again = _flatten(first) or [], _flatten(second) or []
+            tensors = [t for t in items if isinstance(t, torch.Tensor) and t.is_floating_point()]
+            report["deterministic"] &= all(
+                torch.equal(a, b) for a, b in zip(items, again, strict=True) if isinstance(a, torch.Tensor)
+            )
+            report["finite"] &= all(bool(torch.isfinite(t).all()) for t in tensors)
+
+            def passes(fake: list[Any], real: list[Any] = tensors) -> bool:
+                return all(_compare_tensor(t, f, atol, rtol)["passed"] for t, f in zip(real, fake, strict=True))
+
+            report["zeros"].append(bool(tensors) and passes([torch.zeros_like(t) for t in tensors]))
+            report["constant"].append(
+                bool(tensors) and passes([torch.full_like(t, float(t.double().mean())) for t in tensors])
+            )
+            same_shape = [
+                x
+                for x in inputs
+                if isinstance(x, torch.Tensor)
+                and len(tensors) == 1
+                and x.shape == tensors[0].shape
+                and x.dtype == tensors[0].dtype
+            ]
+            report["input"].append(any(passes([x]) for x in same_shape))
+            report["independent"].append(
+                bool(tensors)
+                and previous is not None
+                and len(previous) == len(tensors)
+                and all(p.shape == t.shape for p, t in zip(previous, tensors, strict=True))
+                and passes(previous)
+            )
+            previous = tensors
+            self.inputs["check"] = inputs
+        eager = time_callable(lambda: self.model(*self.inputs["check"]), self.device, TimingConfig(**timing))
+        self.inputs.pop("check", None)
+        report["eager_ms"] = eager.median_ms
+        return {"ok": True, "report": report}
+
     def drop(self, key: str) -> dict[str, Any]:
         self.inputs.pop(key, None)
         self.outputs.pop(key, None)

@@ -88,8 +88,8 @@ def test_extension_point(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
         print(f"checked strict={args.strict}")
         return 3
 
-    cli.register_tasks_command(cli.TasksCommand("check", "check tasks", configure, run))
-    assert _run(["tasks", "check", "--strict"]) == 3
+    cli.register_tasks_command(cli.TasksCommand("audit", "audit tasks", configure, run))
+    assert _run(["tasks", "audit", "--strict"]) == 3
     assert capsys.readouterr().out == "checked strict=True\n"
     with pytest.raises(ValueError, match="already exists"):
         cli.register_tasks_command(cli.TasksCommand("list", "again", configure, run))

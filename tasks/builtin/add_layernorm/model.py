@@ -16,7 +16,7 @@ class Model(nn.Module):
         return self.ln(x + residual)
 
 
-B = 4096
+B = 3072
 D = 2048
 
 

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return self.conv(x)
 
 
-N = 8
+N = 4
 C_IN = 64
 C_OUT = 128
 H = 32

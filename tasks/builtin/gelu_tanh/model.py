@@ -13,7 +13,7 @@ class Model(nn.Module):
         return F.gelu(x, approximate="tanh")
 
 
-N = 8388608
+N = 4194304
 
 
 def get_inputs():

@@ -13,7 +13,7 @@ class Model(nn.Module):
         return F.normalize(x, p=2.0, dim=-1)
 
 
-B = 4096
+B = 3072
 D = 2048
 
 

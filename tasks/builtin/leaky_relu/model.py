@@ -13,7 +13,7 @@ class Model(nn.Module):
         return F.leaky_relu(x, negative_slope=0.01)
 
 
-N = 16777216
+N = 6291456
 
 
 def get_inputs():

@@ -12,7 +12,7 @@ class Model(nn.Module):
         return torch.relu(x)
 
 
-N = 16777216
+N = 6291456
 
 
 def get_inputs():

@@ -15,7 +15,7 @@ class Model(nn.Module):
         return x * rms * self.weight
 
 
-B = 4096
+B = 3072
 D = 2048
 
 

@@ -16,7 +16,7 @@ class Model(nn.Module):
         return normed * F.silu(gate)
 
 
-B = 4096
+B = 3072
 D = 2048
 
 

@@ -15,7 +15,7 @@ class Model(nn.Module):
         return torch.relu((x - mean) / (std + self.eps))
 
 
-B = 4096
+B = 3072
 D = 2048
 
 

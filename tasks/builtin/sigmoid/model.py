@@ -12,7 +12,7 @@ class Model(nn.Module):
         return torch.sigmoid(x)
 
 
-N = 8388608
+N = 6291456
 
 
 def get_inputs():

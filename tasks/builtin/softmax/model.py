@@ -12,7 +12,7 @@ class Model(nn.Module):
         return torch.softmax(x, dim=-1)
 
 
-B = 4096
+B = 3072
 D = 2048
 
 

@@ -13,4 +13,6 @@ class ModelNew(nn.Module):
         self.scale = scale
 
     def forward(self, x):
-        return cuda_extension.gemm_scale_residual_forward(x.contiguous(), self.linear.weight, self.linear.bias, self.scale)
+        return cuda_extension.gemm_scale_residual_forward(
+            x.contiguous(), self.linear.weight, self.linear.bias, self.scale
+        )

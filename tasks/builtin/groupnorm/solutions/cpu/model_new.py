@@ -12,4 +12,6 @@ class ModelNew(nn.Module):
         self.gn = nn.GroupNorm(groups, channels, eps=1e-5)
 
     def forward(self, x):
-        return cuda_extension.groupnorm_forward(x.contiguous(), self.gn.weight, self.gn.bias, self.gn.num_groups, self.gn.eps)
+        return cuda_extension.groupnorm_forward(
+            x.contiguous(), self.gn.weight, self.gn.bias, self.gn.num_groups, self.gn.eps
+        )

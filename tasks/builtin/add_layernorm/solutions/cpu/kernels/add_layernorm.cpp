@@ -1,9 +1,8 @@
-// LayerNorm(x + residual) on the CPU: per row the sum h = x + residual is written to y, its mean and centred variance are computed from y (L1/L2 resident), then y is normalised in place.
+// LayerNorm(x + residual) on the CPU: per row the sum h = x + residual is written to y, its mean and centred variance
+// are computed from y (L1/L2 resident), then y is normalised in place.
 #include <bit>
 #include <cmath>
 #include <cstdint>
-
-
 
 // y[r, :] = LayerNorm(x[r, :] + res[r, :]) * w + b (biased variance).
 void add_layernorm_kernel(const float* __restrict x, const float* __restrict res, const float* __restrict w,

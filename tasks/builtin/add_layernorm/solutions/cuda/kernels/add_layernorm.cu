@@ -1,4 +1,6 @@
-// LayerNorm(x + residual) on the GPU: x and residual rows are read once and summed into registers, mean and centred variance come from two block reductions, the normalised row is written once (eager writes x + residual to memory and reads it back).
+// LayerNorm(x + residual) on the GPU: x and residual rows are read once and summed into registers, mean and centred
+// variance come from two block reductions, the normalised row is written once (eager writes x + residual to memory and
+// reads it back).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -51,7 +53,9 @@ __device__ __forceinline__ float hsq(float4 a) { return (a.x * a.x + a.y * a.y) 
 // Register path: one block per row of d4 float4s (d4 <= THREADS * VEC); thread t owns float4s t, t + THREADS, ...
 // The row is read from memory once and (where it has one) the output row written once.
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) add_layernorm_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ res, const float4* __restrict__ w, const float4* __restrict__ b, float4* __restrict__ y, int64_t rows, int d4, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    add_layernorm_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ res, const float4* __restrict__ w,
+                             const float4* __restrict__ b, float4* __restrict__ y, int64_t rows, int d4, float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float4 v[VEC];
@@ -103,7 +107,10 @@ __global__ void __launch_bounds__(THREADS) add_layernorm_reg_kernel(const float4
 
 // Fallback for any row length and alignment: passes over global memory, one block per row.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) add_layernorm_generic_kernel(const float* __restrict__ x, const float* __restrict__ res, const float* __restrict__ w, const float* __restrict__ b, float* __restrict__ y, int64_t rows, int64_t d, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    add_layernorm_generic_kernel(const float* __restrict__ x, const float* __restrict__ res,
+                                 const float* __restrict__ w, const float* __restrict__ b, float* __restrict__ y,
+                                 int64_t rows, int64_t d, float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -123,16 +130,22 @@ __global__ void __launch_bounds__(THREADS) add_layernorm_generic_kernel(const fl
 }
 
 template <int THREADS>
-void launch_reg(const float* x, const float* res, const float* w, const float* b, float* y, int64_t rows, int d4, float eps, unsigned grid, cudaStream_t stream) {
-  add_layernorm_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(res), reinterpret_cast<const float4*>(w), reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(y), rows, d4, eps);
+void launch_reg(const float* x, const float* res, const float* w, const float* b, float* y, int64_t rows, int d4,
+                float eps, unsigned grid, cudaStream_t stream) {
+  add_layernorm_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(
+      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(res), reinterpret_cast<const float4*>(w),
+      reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(y), rows, d4, eps);
 }
 
 }  // namespace
 
 // y[r, :] = LayerNorm(x[r, :] + res[r, :]) * w + b (biased variance).
-void launch_add_layernorm(const float* x, const float* res, const float* w, const float* b, float* y, int64_t rows, int64_t d, float eps, cudaStream_t stream) {
+void launch_add_layernorm(const float* x, const float* res, const float* w, const float* b, float* y, int64_t rows,
+                          int64_t d, float eps, cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(rows < 2147483647LL ? rows : 2147483647LL);
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(res) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(b) | reinterpret_cast<uintptr_t>(y);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(res) |
+                         reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(b) |
+                         reinterpret_cast<uintptr_t>(y);
   if ((addr & 15) == 0 && d % 4 == 0 && d >= 4 && d <= 16384) {
     const int d4 = static_cast<int>(d / 4);
     if (d4 <= 128 * 4) {

@@ -1,9 +1,8 @@
-// Row argmax on the CPU: rows split across OpenMP threads; per row a vectorised max, then the first index holding it (torch's tie rule).
+// Row argmax on the CPU: rows split across OpenMP threads; per row a vectorised max, then the first index holding it
+// (torch's tie rule).
 #include <bit>
 #include <cmath>
 #include <cstdint>
-
-
 
 // y[r] = first i with x[r, i] == max(x[r, :]); a NaN anywhere in the row wins, like torch.argmax.
 void argmax_last_dim_kernel(const float* __restrict x, int64_t* __restrict y, int64_t rows, int64_t d) {

@@ -1,9 +1,8 @@
-// Batch normalisation with batch statistics on the CPU: per channel a sum pass and a centred sum-of-squares pass over its N contiguous (H*W) planes, then an affine write pass; channels are split across OpenMP threads.
+// Batch normalisation with batch statistics on the CPU: per channel a sum pass and a centred sum-of-squares pass over
+// its N contiguous (H*W) planes, then an affine write pass; channels are split across OpenMP threads.
 #include <bit>
 #include <cmath>
 #include <cstdint>
-
-
 
 // y[:, ch] = (x[:, ch] - mean_ch) / sqrt(var_ch + eps) * w[ch] + b[ch], biased variance over (N, H, W).
 void batchnorm_train_kernel(const float* __restrict x, const float* __restrict w, const float* __restrict b,

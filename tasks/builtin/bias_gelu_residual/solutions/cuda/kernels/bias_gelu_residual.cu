@@ -13,11 +13,9 @@ constexpr int kRows = 4;
 __device__ __forceinline__ float gelu(float v) { return 0.5f * v * (1.0f + erff(v * 0.70710678118654752f)); }
 
 // x, res, y: (rows, d4) float4s; bias: d4 float4s.
-__global__ void __launch_bounds__(kThreads) bias_gelu_residual_vec4_kernel(const float4* __restrict__ x,
-                                                                           const float4* __restrict__ bias,
-                                                                           const float4* __restrict__ res,
-                                                                           float4* __restrict__ y, int64_t rows,
-                                                                           int d4) {
+__global__ void __launch_bounds__(kThreads)
+    bias_gelu_residual_vec4_kernel(const float4* __restrict__ x, const float4* __restrict__ bias,
+                                   const float4* __restrict__ res, float4* __restrict__ y, int64_t rows, int d4) {
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   for (int c = threadIdx.x; c < d4; c += kThreads) {
     const float4 b = __ldg(bias + c);
@@ -59,8 +57,8 @@ void launch_bias_gelu_residual(const float* x, const float* bias, const float* r
   if ((addr & 15) == 0 && d % 4 == 0 && d / 4 <= 2147483647LL) {
     const int64_t blocks = (rows + kRows - 1) / kRows;
     bias_gelu_residual_vec4_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(bias),
-        reinterpret_cast<const float4*>(res), reinterpret_cast<float4*>(y), rows, static_cast<int>(d / 4));
+        reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(bias), reinterpret_cast<const float4*>(res),
+        reinterpret_cast<float4*>(y), rows, static_cast<int>(d / 4));
   } else {
     const int64_t n = rows * d;
     int64_t blocks = (n + kThreads - 1) / kThreads;

@@ -1,10 +1,9 @@
 // Batched matmul on the CPU: each b[i] packed into 64-column panels, 4 x 64 register-blocked micro-kernel.
 #include <bit>
 #include <cmath>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
-
 
 namespace {
 

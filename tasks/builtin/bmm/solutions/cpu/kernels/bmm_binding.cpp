@@ -1,11 +1,14 @@
 #include "binding_registry.h"
 
-void bmm_kernel(const float* a, const float* b, float* y, int64_t batch, int64_t m, int64_t k, int64_t n);  // defined in bmm.cpp
+void bmm_kernel(const float* a, const float* b, float* y, int64_t batch, int64_t m, int64_t k,
+                int64_t n);  // defined in bmm.cpp
 
 // Checks the inputs, allocates the output and runs the C++ kernel.
 torch::Tensor bmm_forward(torch::Tensor a, torch::Tensor b) {
-  TORCH_CHECK(a.device().is_cpu() && a.is_contiguous() && a.scalar_type() == torch::kFloat32, "a must be a contiguous float32 CPU tensor");
-  TORCH_CHECK(b.device().is_cpu() && b.is_contiguous() && b.scalar_type() == torch::kFloat32, "b must be a contiguous float32 CPU tensor");
+  TORCH_CHECK(a.device().is_cpu() && a.is_contiguous() && a.scalar_type() == torch::kFloat32,
+              "a must be a contiguous float32 CPU tensor");
+  TORCH_CHECK(b.device().is_cpu() && b.is_contiguous() && b.scalar_type() == torch::kFloat32,
+              "b must be a contiguous float32 CPU tensor");
   TORCH_CHECK(a.dim() == 3 && b.dim() == 3 && a.size(0) == b.size(0) && a.size(2) == b.size(1),
               "a (B, M, K), b (B, K, N)");
   const int64_t batch = a.size(0), m = a.size(1), k = a.size(2), n = b.size(2);

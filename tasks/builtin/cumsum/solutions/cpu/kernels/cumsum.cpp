@@ -1,9 +1,8 @@
-// Row prefix sums on the CPU: rows split across OpenMP threads, a sequential fp32 scan per row (the same summation order as eager PyTorch's CPU kernel).
+// Row prefix sums on the CPU: rows split across OpenMP threads, a sequential fp32 scan per row (the same summation
+// order as eager PyTorch's CPU kernel).
 #include <bit>
 #include <cmath>
 #include <cstdint>
-
-
 
 // y[r, i] = x[r, 0] + ... + x[r, i].
 void cumsum_kernel(const float* __restrict x, float* __restrict y, int64_t rows, int64_t d) {

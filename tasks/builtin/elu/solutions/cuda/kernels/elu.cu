@@ -13,7 +13,8 @@ constexpr int kUnroll = 4;  // float4s per thread
 // v if v > 0 else exp(v) - 1
 __device__ __forceinline__ float op(float v) { return v > 0.0f ? v : expm1f(v); }
 
-__global__ void __launch_bounds__(kThreads) elu_vec4_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t n4) {
+__global__ void __launch_bounds__(kThreads)
+    elu_vec4_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t n4) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * (kThreads * kUnroll) + threadIdx.x;
   float4 v[kUnroll];
 #pragma unroll
@@ -37,7 +38,8 @@ __global__ void __launch_bounds__(kThreads) elu_vec4_kernel(const float4* __rest
 
 __global__ void elu_scalar_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t start, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = start + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = op(x[i]);
+  for (int64_t i = start + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = op(x[i]);
 }
 
 }  // namespace
@@ -48,8 +50,8 @@ void launch_elu(const float* x, float* y, int64_t n, cudaStream_t stream) {
   const int64_t n4 = aligned ? n / 4 : 0;
   if (n4 > 0) {
     const int64_t blocks = (n4 + kThreads * kUnroll - 1) / (kThreads * kUnroll);
-    elu_vec4_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), n4);
+    elu_vec4_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(x),
+                                                                            reinterpret_cast<float4*>(y), n4);
   }
   const int64_t done = n4 * 4;
   if (done < n) {

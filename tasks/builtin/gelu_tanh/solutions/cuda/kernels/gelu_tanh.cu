@@ -18,9 +18,13 @@ __device__ __forceinline__ float tanh_approx(float x) {
 }
 
 // 0.5 v (1 + tanh(sqrt(2/pi) (v + 0.044715 v^3)))
-__device__ __forceinline__ float op(float v) { const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v); return 0.5f * v * (1.0f + tanh_approx(u)); }
+__device__ __forceinline__ float op(float v) {
+  const float u = 0.7978845608028654f * fmaf(0.044715f * v, v * v, v);
+  return 0.5f * v * (1.0f + tanh_approx(u));
+}
 
-__global__ void __launch_bounds__(kThreads) gelu_tanh_vec4_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t n4) {
+__global__ void __launch_bounds__(kThreads)
+    gelu_tanh_vec4_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t n4) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * (kThreads * kUnroll) + threadIdx.x;
   float4 v[kUnroll];
 #pragma unroll
@@ -44,7 +48,8 @@ __global__ void __launch_bounds__(kThreads) gelu_tanh_vec4_kernel(const float4* 
 
 __global__ void gelu_tanh_scalar_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t start, int64_t n) {
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  for (int64_t i = start + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride) y[i] = op(x[i]);
+  for (int64_t i = start + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += stride)
+    y[i] = op(x[i]);
 }
 
 }  // namespace
@@ -55,8 +60,8 @@ void launch_gelu_tanh(const float* x, float* y, int64_t n, cudaStream_t stream) 
   const int64_t n4 = aligned ? n / 4 : 0;
   if (n4 > 0) {
     const int64_t blocks = (n4 + kThreads * kUnroll - 1) / (kThreads * kUnroll);
-    gelu_tanh_vec4_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
-        reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), n4);
+    gelu_tanh_vec4_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(x),
+                                                                                  reinterpret_cast<float4*>(y), n4);
   }
   const int64_t done = n4 * 4;
   if (done < n) {

@@ -25,5 +25,7 @@ torch::Tensor gelu_tanh_forward(torch::Tensor x) {
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("gelu_tanh_forward", &gelu_tanh_forward, "tanh-GELU on the GPU (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("gelu_tanh_forward", &gelu_tanh_forward, "tanh-GELU on the GPU (CUDA)");
+}
 REGISTER_BINDING(gelu_tanh, bind);

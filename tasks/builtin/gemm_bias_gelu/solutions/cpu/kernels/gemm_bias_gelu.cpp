@@ -1,8 +1,9 @@
-// gelu(x @ W^T + b) on the CPU: W^T packed into 64-column panels, 4 x 64 register-blocked micro-kernel, bias + erf-GELU applied while storing.
+// gelu(x @ W^T + b) on the CPU: W^T packed into 64-column panels, 4 x 64 register-blocked micro-kernel, bias + erf-GELU
+// applied while storing.
 #include <bit>
 #include <cmath>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
 
 // exp(x) without a libm call (so loops vectorise): Cody-Waite range reduction + Cephes polynomial, ~2 ulp.

@@ -10,8 +10,8 @@ constexpr int64_t kPanel = 64;  // output columns per panel (4 AVX-512 or 8 AVX2
 
 // acc[r][j] = sum_k x[r, k] * wt[k, j] for R rows of x and one packed panel; then bias + ReLU into y.
 template <int R>
-void micro_kernel(const float* __restrict x, int64_t k_dim, const float* __restrict panel,
-                  const float* __restrict bias, float* __restrict y, int64_t ldy, int64_t ncols) {
+void micro_kernel(const float* __restrict x, int64_t k_dim, const float* __restrict panel, const float* __restrict bias,
+                  float* __restrict y, int64_t ldy, int64_t ncols) {
   float acc[R][kPanel] = {};
   for (int64_t k = 0; k < k_dim; ++k) {
     const float* wk = panel + k * kPanel;
@@ -32,8 +32,7 @@ void micro_kernel(const float* __restrict x, int64_t k_dim, const float* __restr
 }  // namespace
 
 // y (m x n) = relu(x (m x k) @ w^T + b), w stored as (n x k) row-major like nn.Linear.
-void gemm_bias_relu_kernel(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k,
-                           int64_t n) {
+void gemm_bias_relu_kernel(const float* x, const float* w, const float* b, float* y, int64_t m, int64_t k, int64_t n) {
   const int64_t panels = (n + kPanel - 1) / kPanel;
   std::vector<float> packed(static_cast<size_t>(panels * k * kPanel));
   // packed[p][kk][j] = w[p*64 + j][kk] (0 beyond n)

@@ -8,13 +8,14 @@ torch::Tensor gemm_bias_relu_forward(torch::Tensor x, torch::Tensor weight, torc
   TORCH_CHECK(x.device().is_cpu() && weight.device().is_cpu() && bias.device().is_cpu(), "CPU tensors expected");
   TORCH_CHECK(x.dim() == 2 && weight.dim() == 2 && bias.dim() == 1, "x (M, K), weight (N, K), bias (N)");
   TORCH_CHECK(x.scalar_type() == torch::kFloat32 && weight.scalar_type() == torch::kFloat32 &&
-                  bias.scalar_type() == torch::kFloat32, "float32 expected");
+                  bias.scalar_type() == torch::kFloat32,
+              "float32 expected");
   TORCH_CHECK(x.is_contiguous() && weight.is_contiguous() && bias.is_contiguous(), "contiguous tensors expected");
   const int64_t m = x.size(0), k = x.size(1), n = weight.size(0);
   TORCH_CHECK(weight.size(1) == k && bias.size(0) == n, "shape mismatch");
   auto y = torch::empty({m, n}, x.options());
-  gemm_bias_relu_kernel(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(), y.data_ptr<float>(),
-                        m, k, n);
+  gemm_bias_relu_kernel(x.data_ptr<float>(), weight.data_ptr<float>(), bias.data_ptr<float>(), y.data_ptr<float>(), m,
+                        k, n);
   return y;
 }
 

@@ -28,7 +28,9 @@ constexpr int kGroupM = 8;
 
 struct BiasRelu {
   const float* bias;
-  __device__ __forceinline__ float operator()(float v, int /*row*/, int col) const { return fmaxf(v + bias[col], 0.0f); }
+  __device__ __forceinline__ float operator()(float v, int /*row*/, int col) const {
+    return fmaxf(v + bias[col], 0.0f);
+  }
 };
 
 __device__ __forceinline__ void cp_async16(float* smem, const float* gmem, bool pred) {
@@ -59,8 +61,9 @@ __device__ __forceinline__ void load_tiles(float* sA, float* sB, const float* __
 
 // C[M, N] = ep(A[M, K] @ W[N, K]^T), K % 4 == 0, 16-byte aligned A and W.
 template <class Epilogue>
-__global__ void __launch_bounds__(kThreads, 2) gemm_tf32_kernel(const float* __restrict__ A, const float* __restrict__ W,
-                                                             float* __restrict__ C, int M, int N, int K, Epilogue ep) {
+__global__ void __launch_bounds__(kThreads, 2)
+    gemm_tf32_kernel(const float* __restrict__ A, const float* __restrict__ W, float* __restrict__ C, int M, int N,
+                     int K, Epilogue ep) {
   extern __shared__ __align__(128) float smem[];
   // grouped block order: kGroupM block-rows walk the block-columns together
   const int grid_m = (M + BM - 1) / BM, grid_n = (N + BN - 1) / BN;

@@ -1,10 +1,10 @@
-// (x @ W^T + b) * scale + x on the CPU: W^T packed into 64-column panels, 4 x 64 register-blocked micro-kernel, bias, scale and residual applied while storing.
+// (x @ W^T + b) * scale + x on the CPU: W^T packed into 64-column panels, 4 x 64 register-blocked micro-kernel, bias,
+// scale and residual applied while storing.
 #include <bit>
 #include <cmath>
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <vector>
-
 
 namespace {
 
@@ -78,7 +78,6 @@ void gemm_scale_residual_kernel(const float* x, const float* w, const float* b, 
                                 float scale) {
   std::vector<float> packed(static_cast<size_t>((d + kPanel - 1) / kPanel * kPanel * d));
   pack_panels(w, d, d, /*ldk=*/1, /*ldn=*/d, packed.data());
-  gemm_packed(x, packed.data(), m, d, d, y, [=](float v, int64_t row, int64_t col) {
-    return (v + b[col]) * scale + x[row * d + col];
-  });
+  gemm_packed(x, packed.data(), m, d, d, y,
+              [=](float v, int64_t row, int64_t col) { return (v + b[col]) * scale + x[row * d + col]; });
 }

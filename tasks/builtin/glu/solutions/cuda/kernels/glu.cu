@@ -12,8 +12,8 @@ constexpr int kRows = 4;
 __device__ __forceinline__ float gate(float a, float b) { return a / (1.0f + __expf(-b)); }
 
 // x: (rows, 2 * h4) float4s, y: (rows, h4) float4s.
-__global__ void __launch_bounds__(kThreads) glu_vec4_kernel(const float4* __restrict__ x, float4* __restrict__ y,
-                                                            int64_t rows, int h4) {
+__global__ void __launch_bounds__(kThreads)
+    glu_vec4_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t rows, int h4) {
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   for (int c = threadIdx.x; c < h4; c += kThreads) {
     float4 a[kRows], b[kRows];
@@ -28,8 +28,8 @@ __global__ void __launch_bounds__(kThreads) glu_vec4_kernel(const float4* __rest
 #pragma unroll
     for (int k = 0; k < kRows; ++k) {
       if (row0 + k < rows) {
-        __stcs(y + (row0 + k) * h4 + c, make_float4(gate(a[k].x, b[k].x), gate(a[k].y, b[k].y), gate(a[k].z, b[k].z),
-                                                    gate(a[k].w, b[k].w)));
+        __stcs(y + (row0 + k) * h4 + c,
+               make_float4(gate(a[k].x, b[k].x), gate(a[k].y, b[k].y), gate(a[k].z, b[k].z), gate(a[k].w, b[k].w)));
       }
     }
   }

@@ -1,9 +1,8 @@
-// GroupNorm on the CPU: each (sample, group) slab is contiguous in NCHW; per slab a sum pass and a centred sum-of-squares pass, then a per-channel affine write pass, all vectorised.
+// GroupNorm on the CPU: each (sample, group) slab is contiguous in NCHW; per slab a sum pass and a centred
+// sum-of-squares pass, then a per-channel affine write pass, all vectorised.
 #include <bit>
 #include <cmath>
 #include <cstdint>
-
-
 
 // y = (x - mean_g) / sqrt(var_g + eps) * w[ch] + b[ch] with statistics over each group's channels and pixels.
 void groupnorm_kernel(const float* __restrict x, const float* __restrict w, const float* __restrict b,

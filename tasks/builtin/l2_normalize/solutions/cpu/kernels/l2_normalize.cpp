@@ -3,8 +3,6 @@
 #include <cmath>
 #include <cstdint>
 
-
-
 // y[r, :] = x[r, :] / max(||x[r, :]||_2, eps).
 void l2_normalize_kernel(const float* __restrict x, float* __restrict y, int64_t rows, int64_t d, float eps) {
 #pragma omp parallel for schedule(static)

@@ -51,7 +51,8 @@ __device__ __forceinline__ float hsq(float4 a) { return (a.x * a.x + a.y * a.y) 
 // Register path: one block per row of d4 float4s (d4 <= THREADS * VEC); thread t owns float4s t, t + THREADS, ...
 // The row is read from memory once and (where it has one) the output row written once.
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) l2_normalize_reg_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t rows, int d4, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    l2_normalize_reg_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t rows, int d4, float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float4 v[VEC];
@@ -83,7 +84,9 @@ __global__ void __launch_bounds__(THREADS) l2_normalize_reg_kernel(const float4*
 
 // Fallback for any row length and alignment: passes over global memory, one block per row.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) l2_normalize_generic_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    l2_normalize_generic_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d,
+                                float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -97,7 +100,8 @@ __global__ void __launch_bounds__(THREADS) l2_normalize_generic_kernel(const flo
 
 template <int THREADS>
 void launch_reg(const float* x, float* y, int64_t rows, int d4, float eps, unsigned grid, cudaStream_t stream) {
-  l2_normalize_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), rows, d4, eps);
+  l2_normalize_reg_kernel<THREADS, 4>
+      <<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), rows, d4, eps);
 }
 
 }  // namespace

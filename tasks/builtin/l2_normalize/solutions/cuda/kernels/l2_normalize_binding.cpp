@@ -10,11 +10,13 @@ static cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream();
 static cudaStream_t current_stream() { return nullptr; }
 #endif
 
-void launch_l2_normalize(const float* x, float* y, int64_t rows, int64_t d, float eps, cudaStream_t stream);  // l2_normalize.cu
+void launch_l2_normalize(const float* x, float* y, int64_t rows, int64_t d, float eps,
+                         cudaStream_t stream);  // l2_normalize.cu
 
 // Normalises each row of a contiguous float32 CUDA tensor to unit L2 norm.
 torch::Tensor l2_normalize_forward(torch::Tensor x) {
-  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32,
+              "x must be a contiguous float32 CUDA tensor");
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
   const int64_t d = x.size(-1), rows = x.numel() / d;
   auto y = torch::empty_like(x);
@@ -26,5 +28,7 @@ torch::Tensor l2_normalize_forward(torch::Tensor x) {
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("l2_normalize_forward", &l2_normalize_forward, "Row L2 normalisation on the GPU (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("l2_normalize_forward", &l2_normalize_forward, "Row L2 normalisation on the GPU (CUDA)");
+}
 REGISTER_BINDING(l2_normalize, bind);

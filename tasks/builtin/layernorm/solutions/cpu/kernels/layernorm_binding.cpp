@@ -16,5 +16,7 @@ torch::Tensor layernorm_forward(torch::Tensor x, torch::Tensor weight, torch::Te
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("layernorm_forward", &layernorm_forward, "LayerNorm over dim -1 (CPU)"); }
+static void bind(pybind11::module_& m) {
+  m.def("layernorm_forward", &layernorm_forward, "LayerNorm over dim -1 (CPU)");
+}
 REGISTER_BINDING(layernorm, bind);

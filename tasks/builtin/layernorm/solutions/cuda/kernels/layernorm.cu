@@ -29,10 +29,9 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 
 // Rows of d4 float4s, d4 <= THREADS * VEC; thread t owns float4s t, t + THREADS, ...
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) layernorm_reg_kernel(const float4* __restrict__ x,
-                                                                const float4* __restrict__ w,
-                                                                const float4* __restrict__ b, float4* __restrict__ y,
-                                                                int64_t rows, int d4, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    layernorm_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ w, const float4* __restrict__ b,
+                         float4* __restrict__ y, int64_t rows, int d4, float eps) {
   __shared__ float red[32];
   const float inv_d = 1.0f / static_cast<float>(4 * d4);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -76,10 +75,9 @@ __global__ void __launch_bounds__(THREADS) layernorm_reg_kernel(const float4* __
 
 // Any row length and alignment: sum pass, centred sum-of-squares pass, write pass.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) layernorm_generic_kernel(const float* __restrict__ x,
-                                                                    const float* __restrict__ w,
-                                                                    const float* __restrict__ b, float* __restrict__ y,
-                                                                    int64_t rows, int64_t d, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    layernorm_generic_kernel(const float* __restrict__ x, const float* __restrict__ w, const float* __restrict__ b,
+                             float* __restrict__ y, int64_t rows, int64_t d, float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -100,9 +98,9 @@ __global__ void __launch_bounds__(THREADS) layernorm_generic_kernel(const float*
 template <int THREADS>
 void launch_reg(const float* x, const float* w, const float* b, float* y, int64_t rows, int d4, float eps,
                 unsigned grid, cudaStream_t stream) {
-  layernorm_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(
-      reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(w), reinterpret_cast<const float4*>(b),
-      reinterpret_cast<float4*>(y), rows, d4, eps);
+  layernorm_reg_kernel<THREADS, 4>
+      <<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(w),
+                                     reinterpret_cast<const float4*>(b), reinterpret_cast<float4*>(y), rows, d4, eps);
 }
 
 }  // namespace

@@ -25,5 +25,7 @@ torch::Tensor leaky_relu_forward(torch::Tensor x) {
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("leaky_relu_forward", &leaky_relu_forward, "LeakyReLU (slope 0.01) on the GPU (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("leaky_relu_forward", &leaky_relu_forward, "LeakyReLU (slope 0.01) on the GPU (CUDA)");
+}
 REGISTER_BINDING(leaky_relu, bind);

@@ -4,7 +4,8 @@ void log_softmax_kernel(const float* x, float* y, int64_t rows, int64_t d);  // 
 
 // Checks the inputs, allocates the output and runs the C++ kernel.
 torch::Tensor log_softmax_forward(torch::Tensor x) {
-  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be a contiguous float32 CPU tensor");
+  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous() && x.scalar_type() == torch::kFloat32,
+              "x must be a contiguous float32 CPU tensor");
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
   const int64_t d = x.size(-1), rows = x.numel() / d;
   auto y = torch::empty_like(x);
@@ -12,5 +13,7 @@ torch::Tensor log_softmax_forward(torch::Tensor x) {
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("log_softmax_forward", &log_softmax_forward, "log-softmax over dim -1 (CPU)"); }
+static void bind(pybind11::module_& m) {
+  m.def("log_softmax_forward", &log_softmax_forward, "log-softmax over dim -1 (CPU)");
+}
 REGISTER_BINDING(log_softmax, bind);

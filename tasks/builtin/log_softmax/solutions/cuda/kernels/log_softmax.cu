@@ -1,4 +1,5 @@
-// Row-wise log-softmax on the GPU: y = x - max - log(sum(exp(x - max))); the row is read once into registers (block max, block sum of exp) and written once.
+// Row-wise log-softmax on the GPU: y = x - max - log(sum(exp(x - max))); the row is read once into registers (block
+// max, block sum of exp) and written once.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -51,7 +52,8 @@ __device__ __forceinline__ float hsq(float4 a) { return (a.x * a.x + a.y * a.y) 
 // Register path: one block per row of d4 float4s (d4 <= THREADS * VEC); thread t owns float4s t, t + THREADS, ...
 // The row is read from memory once and (where it has one) the output row written once.
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) log_softmax_reg_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t rows, int d4) {
+__global__ void __launch_bounds__(THREADS)
+    log_softmax_reg_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t rows, int d4) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float4 v[VEC];
@@ -92,7 +94,8 @@ __global__ void __launch_bounds__(THREADS) log_softmax_reg_kernel(const float4* 
 
 // Fallback for any row length and alignment: passes over global memory, one block per row.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) log_softmax_generic_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d) {
+__global__ void __launch_bounds__(THREADS)
+    log_softmax_generic_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -109,7 +112,8 @@ __global__ void __launch_bounds__(THREADS) log_softmax_generic_kernel(const floa
 
 template <int THREADS>
 void launch_reg(const float* x, float* y, int64_t rows, int d4, unsigned grid, cudaStream_t stream) {
-  log_softmax_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), rows, d4);
+  log_softmax_reg_kernel<THREADS, 4>
+      <<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), rows, d4);
 }
 
 }  // namespace

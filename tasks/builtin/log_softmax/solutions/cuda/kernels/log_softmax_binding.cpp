@@ -14,7 +14,8 @@ void launch_log_softmax(const float* x, float* y, int64_t rows, int64_t d, cudaS
 
 // log-softmax over the last dimension of a contiguous float32 CUDA tensor.
 torch::Tensor log_softmax_forward(torch::Tensor x) {
-  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32,
+              "x must be a contiguous float32 CUDA tensor");
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
   const int64_t d = x.size(-1), rows = x.numel() / d;
   auto y = torch::empty_like(x);
@@ -26,5 +27,7 @@ torch::Tensor log_softmax_forward(torch::Tensor x) {
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("log_softmax_forward", &log_softmax_forward, "Row-wise log-softmax on the GPU (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("log_softmax_forward", &log_softmax_forward, "Row-wise log-softmax on the GPU (CUDA)");
+}
 REGISTER_BINDING(log_softmax, bind);

@@ -51,7 +51,8 @@ __device__ __forceinline__ float hsq(float4 a) { return (a.x * a.x + a.y * a.y) 
 // Register path: one block per row of d4 float4s (d4 <= THREADS * VEC); thread t owns float4s t, t + THREADS, ...
 // The row is read from memory once and (where it has one) the output row written once.
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) logsumexp_reg_kernel(const float4* __restrict__ x, float* __restrict__ y, int64_t rows, int d4) {
+__global__ void __launch_bounds__(THREADS)
+    logsumexp_reg_kernel(const float4* __restrict__ x, float* __restrict__ y, int64_t rows, int d4) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float4 v[VEC];
@@ -87,7 +88,8 @@ __global__ void __launch_bounds__(THREADS) logsumexp_reg_kernel(const float4* __
 
 // Fallback for any row length and alignment: passes over global memory, one block per row.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) logsumexp_generic_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d) {
+__global__ void __launch_bounds__(THREADS)
+    logsumexp_generic_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;

@@ -14,7 +14,8 @@ void launch_logsumexp(const float* x, float* y, int64_t rows, int64_t d, cudaStr
 
 // logsumexp over the last dimension of a contiguous float32 CUDA tensor.
 torch::Tensor logsumexp_forward(torch::Tensor x) {
-  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32,
+              "x must be a contiguous float32 CUDA tensor");
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
   const int64_t d = x.size(-1), rows = x.numel() / d;
   auto sizes = x.sizes().vec();
@@ -28,5 +29,7 @@ torch::Tensor logsumexp_forward(torch::Tensor x) {
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("logsumexp_forward", &logsumexp_forward, "Row-wise log-sum-exp on the GPU (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("logsumexp_forward", &logsumexp_forward, "Row-wise log-sum-exp on the GPU (CUDA)");
+}
 REGISTER_BINDING(logsumexp, bind);

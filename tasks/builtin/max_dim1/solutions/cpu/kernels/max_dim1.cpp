@@ -1,9 +1,8 @@
-// Max over the middle dimension on the CPU: for each (batch, column block) a running maximum over the rows, vectorised across contiguous columns.
+// Max over the middle dimension on the CPU: for each (batch, column block) a running maximum over the rows, vectorised
+// across contiguous columns.
 #include <bit>
 #include <cmath>
 #include <cstdint>
-
-
 
 // y[i, j] = max_k x[i, k, j] for x of shape (b, m, n); NaN propagates like torch.max.
 void max_dim1_kernel(const float* __restrict x, float* __restrict y, int64_t b, int64_t m, int64_t n) {

@@ -3,8 +3,6 @@
 #include <cmath>
 #include <cstdint>
 
-
-
 // y[r] = sum(x[r, 0:d]) / d.
 void mean_last_dim_kernel(const float* __restrict x, float* __restrict y, int64_t rows, int64_t d) {
   const float inv = 1.0f / static_cast<float>(d);

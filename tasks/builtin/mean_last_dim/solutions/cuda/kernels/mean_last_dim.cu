@@ -18,8 +18,8 @@ __device__ __forceinline__ float warp_sum(float v) {
 __device__ __forceinline__ float hsum(float4 a) { return (a.x + a.y) + (a.z + a.w); }
 
 // y[row] = mean(x[row, :]) with rows of d4 float4s; lanes stride the row 32 float4s apart (coalesced).
-__global__ void __launch_bounds__(kThreads) mean_rows_vec4_kernel(const float4* __restrict__ x, float* __restrict__ y,
-                                                                 int64_t rows, int64_t d4, float inv_d) {
+__global__ void __launch_bounds__(kThreads)
+    mean_rows_vec4_kernel(const float4* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d4, float inv_d) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -42,8 +42,8 @@ __global__ void __launch_bounds__(kThreads) mean_rows_vec4_kernel(const float4* 
 }
 
 // Same reduction for any row length / alignment, one float at a time.
-__global__ void __launch_bounds__(kThreads) mean_rows_scalar_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                                                   int64_t rows, int64_t d, float inv_d) {
+__global__ void __launch_bounds__(kThreads)
+    mean_rows_scalar_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d, float inv_d) {
   const int lane = threadIdx.x & 31;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + (threadIdx.x >> 5);
   if (row >= rows) return;
@@ -65,9 +65,10 @@ __global__ void __launch_bounds__(kThreads) mean_rows_scalar_kernel(const float*
 void launch_mean_last_dim(const float* x, float* y, int64_t rows, int64_t d, cudaStream_t stream) {
   const int64_t blocks = (rows + kWarpsPerBlock - 1) / kWarpsPerBlock;
   if (d % 4 == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0) {
-    mean_rows_vec4_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(reinterpret_cast<const float4*>(x), y,
-                                                                                rows, d / 4, 1.0f / static_cast<float>(d));
+    mean_rows_vec4_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(
+        reinterpret_cast<const float4*>(x), y, rows, d / 4, 1.0f / static_cast<float>(d));
   } else {
-    mean_rows_scalar_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, y, rows, d, 1.0f / static_cast<float>(d));
+    mean_rows_scalar_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, y, rows, d,
+                                                                                    1.0f / static_cast<float>(d));
   }
 }

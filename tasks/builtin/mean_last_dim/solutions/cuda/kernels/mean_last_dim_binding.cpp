@@ -20,7 +20,7 @@ torch::Tensor mean_last_dim_forward(torch::Tensor x) {
   const int64_t d = x.size(-1);
   auto out_sizes = x.sizes().vec();
   out_sizes.pop_back();
-  if (d == 0) TORCH_CHECK(false, "mean of an empty row is undefined");
+  TORCH_CHECK(d > 0, "x needs a non-empty last dimension");
   auto y = torch::empty(out_sizes, x.options());
   if (y.numel() > 0) {
     launch_mean_last_dim(x.data_ptr<float>(), y.data_ptr<float>(), x.numel() / d, d, current_stream());
@@ -30,5 +30,7 @@ torch::Tensor mean_last_dim_forward(torch::Tensor x) {
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("mean_last_dim_forward", &mean_last_dim_forward, "mean over dim -1 (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("mean_last_dim_forward", &mean_last_dim_forward, "mean over dim -1 (CUDA)");
+}
 REGISTER_BINDING(mean_last_dim, bind);

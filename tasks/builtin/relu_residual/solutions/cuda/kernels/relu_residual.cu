@@ -11,9 +11,9 @@ constexpr int kUnroll = 4;
 
 __device__ __forceinline__ float op(float v, float r) { return fmaxf(v, 0.0f) + r; }
 
-__global__ void __launch_bounds__(kThreads) relu_residual_vec4_kernel(const float4* __restrict__ x,
-                                                                      const float4* __restrict__ res,
-                                                                      float4* __restrict__ y, int64_t n4) {
+__global__ void __launch_bounds__(kThreads)
+    relu_residual_vec4_kernel(const float4* __restrict__ x, const float4* __restrict__ res, float4* __restrict__ y,
+                              int64_t n4) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * (kThreads * kUnroll) + threadIdx.x;
   float4 a[kUnroll], r[kUnroll];
 #pragma unroll
@@ -45,8 +45,8 @@ __global__ void relu_residual_scalar_kernel(const float* __restrict__ x, const f
 
 // y = max(x, 0) + res for n floats.
 void launch_relu_residual(const float* x, const float* res, float* y, int64_t n, cudaStream_t stream) {
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(res) |
-                         reinterpret_cast<uintptr_t>(y);
+  const uintptr_t addr =
+      reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(res) | reinterpret_cast<uintptr_t>(y);
   const int64_t n4 = (addr & 15) == 0 ? n / 4 : 0;
   if (n4 > 0) {
     const int64_t blocks = (n4 + kThreads * kUnroll - 1) / (kThreads * kUnroll);

@@ -3,8 +3,6 @@
 #include <cmath>
 #include <cstdint>
 
-
-
 // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * w.
 void rmsnorm_kernel(const float* __restrict x, const float* __restrict w, float* __restrict y, int64_t rows, int64_t d,
                     float eps) {

@@ -1,11 +1,14 @@
 #include "binding_registry.h"
 
-void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps);  // defined in rmsnorm.cpp
+void rmsnorm_kernel(const float* x, const float* w, float* y, int64_t rows, int64_t d,
+                    float eps);  // defined in rmsnorm.cpp
 
 // Checks the inputs, allocates the output and runs the C++ kernel.
 torch::Tensor rmsnorm_forward(torch::Tensor x, torch::Tensor weight, double eps) {
-  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be a contiguous float32 CPU tensor");
-  TORCH_CHECK(weight.device().is_cpu() && weight.is_contiguous() && weight.scalar_type() == torch::kFloat32, "weight must be a contiguous float32 CPU tensor");
+  TORCH_CHECK(x.device().is_cpu() && x.is_contiguous() && x.scalar_type() == torch::kFloat32,
+              "x must be a contiguous float32 CPU tensor");
+  TORCH_CHECK(weight.device().is_cpu() && weight.is_contiguous() && weight.scalar_type() == torch::kFloat32,
+              "weight must be a contiguous float32 CPU tensor");
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
   const int64_t d = x.size(-1), rows = x.numel() / d;
   TORCH_CHECK(weight.numel() == d, "weight must have d elements");

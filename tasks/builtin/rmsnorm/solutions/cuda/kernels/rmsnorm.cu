@@ -1,4 +1,5 @@
-// RMSNorm on the GPU: the row is held in registers, one block sum of squares, then scaled by weight and written; one read, one write.
+// RMSNorm on the GPU: the row is held in registers, one block sum of squares, then scaled by weight and written; one
+// read, one write.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -51,7 +52,9 @@ __device__ __forceinline__ float hsq(float4 a) { return (a.x * a.x + a.y * a.y) 
 // Register path: one block per row of d4 float4s (d4 <= THREADS * VEC); thread t owns float4s t, t + THREADS, ...
 // The row is read from memory once and (where it has one) the output row written once.
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) rmsnorm_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ w, float4* __restrict__ y, int64_t rows, int d4, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    rmsnorm_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ w, float4* __restrict__ y, int64_t rows,
+                       int d4, float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float4 v[VEC];
@@ -76,7 +79,8 @@ __global__ void __launch_bounds__(THREADS) rmsnorm_reg_kernel(const float4* __re
       const int i = threadIdx.x + j * THREADS;
       if (i < d4) {
         const float4 g = __ldg(w + i);
-        __stcs(y + row * d4 + i, make_float4(v[j].x * inv * g.x, v[j].y * inv * g.y, v[j].z * inv * g.z, v[j].w * inv * g.w));
+        __stcs(y + row * d4 + i,
+               make_float4(v[j].x * inv * g.x, v[j].y * inv * g.y, v[j].z * inv * g.z, v[j].w * inv * g.w));
       }
     }
   }
@@ -84,7 +88,9 @@ __global__ void __launch_bounds__(THREADS) rmsnorm_reg_kernel(const float4* __re
 
 // Fallback for any row length and alignment: passes over global memory, one block per row.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) rmsnorm_generic_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y, int64_t rows, int64_t d, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    rmsnorm_generic_kernel(const float* __restrict__ x, const float* __restrict__ w, float* __restrict__ y,
+                           int64_t rows, int64_t d, float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -97,8 +103,11 @@ __global__ void __launch_bounds__(THREADS) rmsnorm_generic_kernel(const float* _
 }
 
 template <int THREADS>
-void launch_reg(const float* x, const float* w, float* y, int64_t rows, int d4, float eps, unsigned grid, cudaStream_t stream) {
-  rmsnorm_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(w), reinterpret_cast<float4*>(y), rows, d4, eps);
+void launch_reg(const float* x, const float* w, float* y, int64_t rows, int d4, float eps, unsigned grid,
+                cudaStream_t stream) {
+  rmsnorm_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x),
+                                                               reinterpret_cast<const float4*>(w),
+                                                               reinterpret_cast<float4*>(y), rows, d4, eps);
 }
 
 }  // namespace
@@ -106,7 +115,8 @@ void launch_reg(const float* x, const float* w, float* y, int64_t rows, int d4, 
 // y[r, :] = x[r, :] * rsqrt(mean(x[r, :]^2) + eps) * w.
 void launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps, cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(rows < 2147483647LL ? rows : 2147483647LL);
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y);
+  const uintptr_t addr =
+      reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y);
   if ((addr & 15) == 0 && d % 4 == 0 && d >= 4 && d <= 16384) {
     const int d4 = static_cast<int>(d / 4);
     if (d4 <= 128 * 4) {

@@ -10,12 +10,15 @@ static cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream();
 static cudaStream_t current_stream() { return nullptr; }
 #endif
 
-void launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps, cudaStream_t stream);  // rmsnorm.cu
+void launch_rmsnorm(const float* x, const float* w, float* y, int64_t rows, int64_t d, float eps,
+                    cudaStream_t stream);  // rmsnorm.cu
 
 // RMSNorm over the last dimension with a weight of shape (d,).
 torch::Tensor rmsnorm_forward(torch::Tensor x, torch::Tensor weight, double eps) {
-  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be a contiguous float32 CUDA tensor");
-  TORCH_CHECK(weight.is_cuda() && weight.is_contiguous() && weight.scalar_type() == torch::kFloat32, "weight must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32,
+              "x must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(weight.is_cuda() && weight.is_contiguous() && weight.scalar_type() == torch::kFloat32,
+              "weight must be a contiguous float32 CUDA tensor");
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
   const int64_t d = x.size(-1), rows = x.numel() / d;
   TORCH_CHECK(weight.numel() == d, "weight must have d elements");

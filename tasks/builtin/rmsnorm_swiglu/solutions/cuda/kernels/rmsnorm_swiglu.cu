@@ -1,4 +1,5 @@
-// rmsnorm(x) * weight * silu(gate) on the GPU: the x row is held in registers for one block sum of squares; gate is streamed in the output pass; one read of each input, one write (eager makes six passes).
+// rmsnorm(x) * weight * silu(gate) on the GPU: the x row is held in registers for one block sum of squares; gate is
+// streamed in the output pass; one read of each input, one write (eager makes six passes).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -54,7 +55,9 @@ __device__ __forceinline__ float silu(float t) { return t / (1.0f + __expf(-t));
 // Register path: one block per row of d4 float4s (d4 <= THREADS * VEC); thread t owns float4s t, t + THREADS, ...
 // The row is read from memory once and (where it has one) the output row written once.
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) rmsnorm_swiglu_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ gate, const float4* __restrict__ w, float4* __restrict__ y, int64_t rows, int d4, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    rmsnorm_swiglu_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ gate,
+                              const float4* __restrict__ w, float4* __restrict__ y, int64_t rows, int d4, float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float4 v[VEC];
@@ -88,7 +91,10 @@ __global__ void __launch_bounds__(THREADS) rmsnorm_swiglu_reg_kernel(const float
 
 // Fallback for any row length and alignment: passes over global memory, one block per row.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) rmsnorm_swiglu_generic_kernel(const float* __restrict__ x, const float* __restrict__ gate, const float* __restrict__ w, float* __restrict__ y, int64_t rows, int64_t d, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    rmsnorm_swiglu_generic_kernel(const float* __restrict__ x, const float* __restrict__ gate,
+                                  const float* __restrict__ w, float* __restrict__ y, int64_t rows, int64_t d,
+                                  float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -102,16 +108,21 @@ __global__ void __launch_bounds__(THREADS) rmsnorm_swiglu_generic_kernel(const f
 }
 
 template <int THREADS>
-void launch_reg(const float* x, const float* gate, const float* w, float* y, int64_t rows, int d4, float eps, unsigned grid, cudaStream_t stream) {
-  rmsnorm_swiglu_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(gate), reinterpret_cast<const float4*>(w), reinterpret_cast<float4*>(y), rows, d4, eps);
+void launch_reg(const float* x, const float* gate, const float* w, float* y, int64_t rows, int d4, float eps,
+                unsigned grid, cudaStream_t stream) {
+  rmsnorm_swiglu_reg_kernel<THREADS, 4>
+      <<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(gate),
+                                     reinterpret_cast<const float4*>(w), reinterpret_cast<float4*>(y), rows, d4, eps);
 }
 
 }  // namespace
 
 // y = x * rsqrt(mean(x^2) + eps) * w * silu(gate), per row.
-void launch_rmsnorm_swiglu(const float* x, const float* gate, const float* w, float* y, int64_t rows, int64_t d, float eps, cudaStream_t stream) {
+void launch_rmsnorm_swiglu(const float* x, const float* gate, const float* w, float* y, int64_t rows, int64_t d,
+                           float eps, cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(rows < 2147483647LL ? rows : 2147483647LL);
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(gate) | reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y);
+  const uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(gate) |
+                         reinterpret_cast<uintptr_t>(w) | reinterpret_cast<uintptr_t>(y);
   if ((addr & 15) == 0 && d % 4 == 0 && d >= 4 && d <= 16384) {
     const int d4 = static_cast<int>(d / 4);
     if (d4 <= 128 * 4) {

@@ -10,13 +10,17 @@ static cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream();
 static cudaStream_t current_stream() { return nullptr; }
 #endif
 
-void launch_rmsnorm_swiglu(const float* x, const float* gate, const float* w, float* y, int64_t rows, int64_t d, float eps, cudaStream_t stream);  // rmsnorm_swiglu.cu
+void launch_rmsnorm_swiglu(const float* x, const float* gate, const float* w, float* y, int64_t rows, int64_t d,
+                           float eps, cudaStream_t stream);  // rmsnorm_swiglu.cu
 
 // rmsnorm(x) * weight * silu(gate) over the last dimension.
 torch::Tensor rmsnorm_swiglu_forward(torch::Tensor x, torch::Tensor gate, torch::Tensor weight, double eps) {
-  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be a contiguous float32 CUDA tensor");
-  TORCH_CHECK(gate.is_cuda() && gate.is_contiguous() && gate.scalar_type() == torch::kFloat32, "gate must be a contiguous float32 CUDA tensor");
-  TORCH_CHECK(weight.is_cuda() && weight.is_contiguous() && weight.scalar_type() == torch::kFloat32, "weight must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32,
+              "x must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(gate.is_cuda() && gate.is_contiguous() && gate.scalar_type() == torch::kFloat32,
+              "gate must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(weight.is_cuda() && weight.is_contiguous() && weight.scalar_type() == torch::kFloat32,
+              "weight must be a contiguous float32 CUDA tensor");
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
   const int64_t d = x.size(-1), rows = x.numel() / d;
   TORCH_CHECK(gate.sizes() == x.sizes() && weight.numel() == d, "shape mismatch");
@@ -30,5 +34,7 @@ torch::Tensor rmsnorm_swiglu_forward(torch::Tensor x, torch::Tensor gate, torch:
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("rmsnorm_swiglu_forward", &rmsnorm_swiglu_forward, "rmsnorm(x) * weight * silu(gate) on the GPU (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("rmsnorm_swiglu_forward", &rmsnorm_swiglu_forward, "rmsnorm(x) * weight * silu(gate) on the GPU (CUDA)");
+}
 REGISTER_BINDING(rmsnorm_swiglu, bind);

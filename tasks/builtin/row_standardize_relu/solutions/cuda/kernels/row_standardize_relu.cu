@@ -29,9 +29,8 @@ __device__ __forceinline__ float block_sum(float v, float* red) {
 
 // Rows of d4 float4s, d4 <= THREADS * VEC; thread t owns float4s t, t + THREADS, ...
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) standardize_relu_reg_kernel(const float4* __restrict__ x,
-                                                                       float4* __restrict__ y, int64_t rows, int d4,
-                                                                       float eps) {
+__global__ void __launch_bounds__(THREADS)
+    standardize_relu_reg_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t rows, int d4, float eps) {
   __shared__ float red[32];
   const float d = static_cast<float>(4 * d4);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
@@ -74,9 +73,9 @@ __global__ void __launch_bounds__(THREADS) standardize_relu_reg_kernel(const flo
 
 // Any row length and alignment: sum pass, centred sum-of-squares pass, write pass.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) standardize_relu_generic_kernel(const float* __restrict__ x,
-                                                                           float* __restrict__ y, int64_t rows,
-                                                                           int64_t d, float eps) {
+__global__ void __launch_bounds__(THREADS)
+    standardize_relu_generic_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d,
+                                    float eps) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -97,8 +96,8 @@ __global__ void __launch_bounds__(THREADS) standardize_relu_generic_kernel(const
 
 template <int THREADS>
 void launch_reg(const float* x, float* y, int64_t rows, int d4, float eps, unsigned grid, cudaStream_t stream) {
-  standardize_relu_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x),
-                                                                        reinterpret_cast<float4*>(y), rows, d4, eps);
+  standardize_relu_reg_kernel<THREADS, 4>
+      <<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), rows, d4, eps);
 }
 
 }  // namespace

@@ -23,10 +23,9 @@ __device__ __forceinline__ float4 apply(float4 v, float4 s, float4 b) {
 }
 
 // x, y: (rows, d4) float4s; scale, bias: d4 float4s.
-__global__ void __launch_bounds__(kThreads) scale_bias_tanh_vec4_kernel(const float4* __restrict__ x,
-                                                                        const float4* __restrict__ scale,
-                                                                        const float4* __restrict__ bias,
-                                                                        float4* __restrict__ y, int64_t rows, int d4) {
+__global__ void __launch_bounds__(kThreads)
+    scale_bias_tanh_vec4_kernel(const float4* __restrict__ x, const float4* __restrict__ scale,
+                                const float4* __restrict__ bias, float4* __restrict__ y, int64_t rows, int d4) {
   const int64_t row0 = static_cast<int64_t>(blockIdx.x) * kRows;
   for (int c = threadIdx.x; c < d4; c += kThreads) {
     const float4 s = __ldg(scale + c), b = __ldg(bias + c);

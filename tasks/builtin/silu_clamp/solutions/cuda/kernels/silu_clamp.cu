@@ -14,8 +14,8 @@ __device__ __forceinline__ float op(float v, float lo, float hi) {
   return fminf(fmaxf(v / (1.0f + __expf(-v)), lo), hi);
 }
 
-__global__ void __launch_bounds__(kThreads) silu_clamp_vec4_kernel(const float4* __restrict__ x, float4* __restrict__ y,
-                                                                   int64_t n4, float lo, float hi) {
+__global__ void __launch_bounds__(kThreads)
+    silu_clamp_vec4_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t n4, float lo, float hi) {
   const int64_t base = static_cast<int64_t>(blockIdx.x) * (kThreads * kUnroll) + threadIdx.x;
   float4 v[kUnroll];
 #pragma unroll
@@ -26,7 +26,8 @@ __global__ void __launch_bounds__(kThreads) silu_clamp_vec4_kernel(const float4*
 #pragma unroll
   for (int k = 0; k < kUnroll; ++k) {
     const int64_t i = base + k * kThreads;
-    if (i < n4) __stcs(y + i, make_float4(op(v[k].x, lo, hi), op(v[k].y, lo, hi), op(v[k].z, lo, hi), op(v[k].w, lo, hi)));
+    if (i < n4)
+      __stcs(y + i, make_float4(op(v[k].x, lo, hi), op(v[k].y, lo, hi), op(v[k].z, lo, hi), op(v[k].w, lo, hi)));
   }
 }
 

@@ -48,8 +48,8 @@ __device__ __forceinline__ float block_max(float v, float* red) {
 
 // Rows of d4 float4s, d4 <= THREADS * VEC; thread t owns float4s t, t + THREADS, ...
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) softmax_reg_kernel(const float4* __restrict__ x, float4* __restrict__ y,
-                                                              int64_t rows, int d4) {
+__global__ void __launch_bounds__(THREADS)
+    softmax_reg_kernel(const float4* __restrict__ x, float4* __restrict__ y, int64_t rows, int d4) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float4* xr = x + row * d4;
@@ -88,8 +88,8 @@ __global__ void __launch_bounds__(THREADS) softmax_reg_kernel(const float4* __re
 
 // Any row length and alignment: max pass, sum pass, write pass.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) softmax_generic_kernel(const float* __restrict__ x, float* __restrict__ y,
-                                                                  int64_t rows, int64_t d) {
+__global__ void __launch_bounds__(THREADS)
+    softmax_generic_kernel(const float* __restrict__ x, float* __restrict__ y, int64_t rows, int64_t d) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -106,8 +106,8 @@ __global__ void __launch_bounds__(THREADS) softmax_generic_kernel(const float* _
 
 template <int THREADS>
 void launch_reg(const float* x, float* y, int64_t rows, int d4, unsigned grid, cudaStream_t stream) {
-  softmax_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x),
-                                                               reinterpret_cast<float4*>(y), rows, d4);
+  softmax_reg_kernel<THREADS, 4>
+      <<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<float4*>(y), rows, d4);
 }
 
 }  // namespace

@@ -1,4 +1,5 @@
-// softmax(x * scale + bias) per row on the CPU: the logits are written to y while taking the max, then exponentiated and summed in place, then scaled.
+// softmax(x * scale + bias) per row on the CPU: the logits are written to y while taking the max, then exponentiated
+// and summed in place, then scaled.
 #include <bit>
 #include <cmath>
 #include <cstdint>

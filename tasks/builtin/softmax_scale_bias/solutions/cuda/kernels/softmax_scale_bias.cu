@@ -1,4 +1,5 @@
-// softmax(x * scale + bias) per row on the GPU: the logits are formed in registers as the row is read, then block max, exp and block sum, scale and write; one read, one write (eager makes three kernels and two temporaries).
+// softmax(x * scale + bias) per row on the GPU: the logits are formed in registers as the row is read, then block max,
+// exp and block sum, scale and write; one read, one write (eager makes three kernels and two temporaries).
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -51,7 +52,9 @@ __device__ __forceinline__ float hsq(float4 a) { return (a.x * a.x + a.y * a.y) 
 // Register path: one block per row of d4 float4s (d4 <= THREADS * VEC); thread t owns float4s t, t + THREADS, ...
 // The row is read from memory once and (where it has one) the output row written once.
 template <int THREADS, int VEC>
-__global__ void __launch_bounds__(THREADS) softmax_scale_bias_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ bias, float4* __restrict__ y, int64_t rows, int d4, float scale) {
+__global__ void __launch_bounds__(THREADS)
+    softmax_scale_bias_reg_kernel(const float4* __restrict__ x, const float4* __restrict__ bias, float4* __restrict__ y,
+                                  int64_t rows, int d4, float scale) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     float4 v[VEC];
@@ -96,7 +99,9 @@ __global__ void __launch_bounds__(THREADS) softmax_scale_bias_reg_kernel(const f
 
 // Fallback for any row length and alignment: passes over global memory, one block per row.
 template <int THREADS>
-__global__ void __launch_bounds__(THREADS) softmax_scale_bias_generic_kernel(const float* __restrict__ x, const float* __restrict__ bias, float* __restrict__ y, int64_t rows, int64_t d, float scale) {
+__global__ void __launch_bounds__(THREADS)
+    softmax_scale_bias_generic_kernel(const float* __restrict__ x, const float* __restrict__ bias,
+                                      float* __restrict__ y, int64_t rows, int64_t d, float scale) {
   __shared__ float red[32];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const float* xr = x + row * d;
@@ -112,16 +117,21 @@ __global__ void __launch_bounds__(THREADS) softmax_scale_bias_generic_kernel(con
 }
 
 template <int THREADS>
-void launch_reg(const float* x, const float* bias, float* y, int64_t rows, int d4, float scale, unsigned grid, cudaStream_t stream) {
-  softmax_scale_bias_reg_kernel<THREADS, 4><<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(bias), reinterpret_cast<float4*>(y), rows, d4, scale);
+void launch_reg(const float* x, const float* bias, float* y, int64_t rows, int d4, float scale, unsigned grid,
+                cudaStream_t stream) {
+  softmax_scale_bias_reg_kernel<THREADS, 4>
+      <<<grid, THREADS, 0, stream>>>(reinterpret_cast<const float4*>(x), reinterpret_cast<const float4*>(bias),
+                                     reinterpret_cast<float4*>(y), rows, d4, scale);
 }
 
 }  // namespace
 
 // y[r, :] = softmax(x[r, :] * scale + bias).
-void launch_softmax_scale_bias(const float* x, const float* bias, float* y, int64_t rows, int64_t d, float scale, cudaStream_t stream) {
+void launch_softmax_scale_bias(const float* x, const float* bias, float* y, int64_t rows, int64_t d, float scale,
+                               cudaStream_t stream) {
   const unsigned grid = static_cast<unsigned>(rows < 2147483647LL ? rows : 2147483647LL);
-  const uintptr_t addr = reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(bias) | reinterpret_cast<uintptr_t>(y);
+  const uintptr_t addr =
+      reinterpret_cast<uintptr_t>(x) | reinterpret_cast<uintptr_t>(bias) | reinterpret_cast<uintptr_t>(y);
   if ((addr & 15) == 0 && d % 4 == 0 && d >= 4 && d <= 16384) {
     const int d4 = static_cast<int>(d / 4);
     if (d4 <= 128 * 4) {

@@ -10,12 +10,15 @@ static cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream();
 static cudaStream_t current_stream() { return nullptr; }
 #endif
 
-void launch_softmax_scale_bias(const float* x, const float* bias, float* y, int64_t rows, int64_t d, float scale, cudaStream_t stream);  // softmax_scale_bias.cu
+void launch_softmax_scale_bias(const float* x, const float* bias, float* y, int64_t rows, int64_t d, float scale,
+                               cudaStream_t stream);  // softmax_scale_bias.cu
 
 // softmax(x * scale + bias) over the last dimension, bias of shape (d,).
 torch::Tensor softmax_scale_bias_forward(torch::Tensor x, torch::Tensor bias, double scale) {
-  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32, "x must be a contiguous float32 CUDA tensor");
-  TORCH_CHECK(bias.is_cuda() && bias.is_contiguous() && bias.scalar_type() == torch::kFloat32, "bias must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(x.is_cuda() && x.is_contiguous() && x.scalar_type() == torch::kFloat32,
+              "x must be a contiguous float32 CUDA tensor");
+  TORCH_CHECK(bias.is_cuda() && bias.is_contiguous() && bias.scalar_type() == torch::kFloat32,
+              "bias must be a contiguous float32 CUDA tensor");
   TORCH_CHECK(x.dim() >= 1 && x.size(-1) > 0, "x needs a non-empty last dimension");
   const int64_t d = x.size(-1), rows = x.numel() / d;
   TORCH_CHECK(bias.numel() == d, "bias must have d elements");
@@ -29,5 +32,8 @@ torch::Tensor softmax_scale_bias_forward(torch::Tensor x, torch::Tensor bias, do
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("softmax_scale_bias_forward", &softmax_scale_bias_forward, "softmax(x * scale + bias) per row on the GPU (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("softmax_scale_bias_forward", &softmax_scale_bias_forward,
+        "softmax(x * scale + bias) per row on the GPU (CUDA)");
+}
 REGISTER_BINDING(softmax_scale_bias, bind);

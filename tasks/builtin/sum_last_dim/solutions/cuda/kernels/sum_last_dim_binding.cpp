@@ -30,5 +30,7 @@ torch::Tensor sum_last_dim_forward(torch::Tensor x) {
   return y;
 }
 
-static void bind(pybind11::module_& m) { m.def("sum_last_dim_forward", &sum_last_dim_forward, "sum over dim -1 (CUDA)"); }
+static void bind(pybind11::module_& m) {
+  m.def("sum_last_dim_forward", &sum_last_dim_forward, "sum over dim -1 (CUDA)");
+}
 REGISTER_BINDING(sum_last_dim, bind);

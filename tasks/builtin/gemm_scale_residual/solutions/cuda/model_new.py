@@ -1,0 +1,18 @@
+import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    """(x @ W^T + b) * scale + x in one TF32 tensor-core CUDA kernel; self.linear only holds W and b."""
+
+    def __init__(self, features, scale):
+        super().__init__()
+        self.linear = nn.Linear(features, features)
+        self.scale = scale
+
+    def forward(self, x):
+        return cuda_extension.gemm_scale_residual_forward(
+            x.contiguous(), self.linear.weight, self.linear.bias, self.scale
+        )

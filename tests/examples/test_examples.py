@@ -1,0 +1,230 @@
+"""The examples run: the OpenAI loop against a loopback stub of a chat-completions server, the
+verifiers-style rollout with a scripted policy, and the TRL environment factory's tools."""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import json
+import sys
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+from cudagym_testing import RELU
+
+from cudagym.baselines import tool_call
+from cudagym.evaluator import EvalConfig
+from cudagym.tools import TOOLS
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def load_example(name: str) -> ModuleType:
+    """Imports examples/<name>.py as a module (examples/ is not a package)."""
+    spec = importlib.util.spec_from_file_location(f"cudagym_example_{name}", EXAMPLES / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# -- a loopback stand-in for an OpenAI-compatible server ---------------------------------------------
+
+
+def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": name, "arguments": json.dumps(arguments)}}
+
+
+SCRIPT: list[dict[str, Any]] = [
+    {"content": None, "tool_calls": [_call("call_1", "list_files"), _call("call_2", "read_file", path="model.py")]},
+    {"content": "Now a kernel.", "tool_calls": [_call("call_3", "write_file", path="kernels/k.cpp", content="int x;")]},
+    {"content": "I think I am done."},  # no tool call: the environment says so, and the turn budget ends
+]
+
+
+class StubServer:
+    """Replays SCRIPT as chat-completion responses and records every request body."""
+
+    def __init__(self) -> None:
+        self.requests: list[dict[str, Any]] = []
+        stub = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                stub.requests.append({"path": self.path, "body": body})
+                message = dict(SCRIPT[min(len(stub.requests), len(SCRIPT)) - 1], role="assistant")
+                reply = {
+                    "id": f"chatcmpl-{len(stub.requests)}",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {
+                            "index": 0,
+                            "message": message,
+                            "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
+                        }
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                }
+                data = json.dumps(reply).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
+
+    def __enter__(self) -> StubServer:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+        self.thread.join(timeout=10)
+
+
+@pytest.fixture
+def stub() -> Iterator[StubServer]:
+    with StubServer() as server:
+        yield server
+
+
+def test_openai_loop_against_a_loopback_server(stub: StubServer, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("openai")
+    example = load_example("openai_loop")
+    argv = ["--base-url", stub.url, "--api-key", "test", "--model", "stub-model", "--backend", "cpu"]
+    assert example.main([*argv, "--task", RELU, "--max-turns", "4"]) == 0
+    out = capsys.readouterr().out
+    assert f"== {RELU}: return 0 after 4 turns (not submitted)" in out
+
+    assert len(stub.requests) == 3 and {r["path"] for r in stub.requests} == {"/v1/chat/completions"}
+    first, second, third = (r["body"] for r in stub.requests)
+    assert first["model"] == "stub-model"
+    assert [t["function"]["name"] for t in first["tools"]] == [t.tool_name() for t in TOOLS]
+    assert [m["role"] for m in first["messages"]] == ["system", "user"]
+    assert first["messages"][0]["content"].startswith("# Task: ReLU (builtin/relu)")
+    # the second request carries the assistant's calls and one tool message per call id
+    roles = [m["role"] for m in second["messages"]]
+    assert roles == ["system", "user", "assistant", "tool", "tool"]
+    assistant, *tools = second["messages"][2:]
+    assert [c["id"] for c in assistant["tool_calls"]] == ["call_1", "call_2"] and assistant["content"] is None
+    assert [t["tool_call_id"] for t in tools] == ["call_1", "call_2"]
+    assert "model.py" in tools[0]["content"] and "class Model" in tools[1]["content"]
+    assert "Wrote kernels/k.cpp" in third["messages"][-1]["content"]
+    assert third["messages"][-1]["tool_call_id"] == "call_3"
+
+
+def test_run_episode_reports_what_happened(stub: StubServer, fast_config: EvalConfig) -> None:
+    openai = pytest.importorskip("openai")
+    example = load_example("openai_loop")
+    from cudagym.envs import CudaKernelEnv
+    from cudagym.wrappers import ChatMessages
+
+    env = ChatMessages(CudaKernelEnv(backend="cpu", eval_config=fast_config, max_turns=3))
+    client = openai.OpenAI(base_url=stub.url, api_key="test", max_retries=0)
+    lines: list[str] = []
+    result = example.run_episode(client, "m", env, task_id=RELU, echo=lines.append, temperature=0.0)
+    env.close()
+    assert result.truncated and not result.terminated and result.turns == 3 and result.total_reward == 0
+    assert result.task_id == RELU and result.final_info["tool"] == "write_file"
+    assert lines[0] == "[request 1] tool calls: ['list_files', 'read_file']"
+    assert stub.requests[0]["body"]["temperature"] == 0.0
+
+
+# -- verifiers-style rollout ---------------------------------------------------------------------------
+
+
+def test_verifiers_style_rollout(fast_config: EvalConfig) -> None:
+    example = load_example("verifiers_rollout")
+    vf_env = example.CudaKernelMultiTurnEnv(num_examples=2, seed=4, backend="cpu", eval_config=fast_config, max_turns=3)
+    rows = vf_env.get_dataset()
+    assert [r["answer"] for r in rows] == ["4", "5"]
+    assert [m["role"] for m in rows[0]["prompt"]] == ["system", "user"]
+    assert rows[0]["task"] == rows[0]["info"]["task_id"] and rows[0]["prompt"][0]["content"].startswith("# Task:")
+
+    actions = iter(
+        [tool_call("list_files"), tool_call("read_file", path="model.py"), tool_call("read_file", path="binding.cpp")]
+    )
+    completion, state = vf_env.rollout(example.scripted_policy(actions), rows[1])
+    assert state["task"] == rows[1]["task"] and state["prompt"] == rows[1]["prompt"]
+    assert [m["role"] for m in completion] == ["assistant", "tool"] * 3
+    assert [m["tool_call_id"] for m in completion[1::2]] == [c["tool_calls"][0]["id"] for c in completion[::2]]
+    assert "REGISTER_BINDING" in completion[-1]["content"] and "turn budget (3) is spent" in completion[-1]["content"]
+    assert len(state["trajectory"]) == 3 and state["done"]
+    assert vf_env.score(state) == {"episode_return": 0.0, "compiled": 0.0, "correct": 0.0, "reward": 0.0}
+    assert state["env"].unwrapped.workspace is None  # cleaned up
+
+
+# -- TRL environment factory ---------------------------------------------------------------------------
+
+
+def _documented_arguments(doc: str) -> dict[str, str]:
+    lines = inspect.cleandoc(doc).splitlines()
+    if "Args:" not in lines:
+        return {}
+    out = {}
+    for line in lines[lines.index("Args:") + 1 :]:
+        name, _, description = line.strip().partition(": ")
+        out[name] = description
+    return out
+
+
+def test_trl_factory_methods_match_the_tool_models() -> None:
+    example = load_example("trl_environment_factory")
+    cls = example.CudaKernelToolEnv
+    public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")}
+    assert public == {t.tool_name() for t in TOOLS} | {"reset", "get_reward"}
+    kinds = {"string": str, "integer": int, "boolean": bool}
+    for tool in TOOLS:
+        method = getattr(cls, tool.tool_name())
+        signature = inspect.signature(method, eval_str=True)
+        parameters = list(signature.parameters.values())[1:]  # without self
+        schema = tool.model_json_schema()
+        properties = schema.get("properties", {})
+        assert [p.name for p in parameters] == list(properties)
+        for parameter in parameters:
+            prop = properties[parameter.name]
+            assert parameter.annotation is kinds[prop["type"]]
+            required = parameter.name in schema.get("required", [])
+            assert (parameter.default is inspect.Parameter.empty) == required
+            if not required:
+                assert parameter.default == prop["default"]
+        assert inspect.cleandoc(method.__doc__).splitlines()[0] == tool.__doc__
+        assert _documented_arguments(method.__doc__) == {k: v["description"] for k, v in properties.items()}
+        assert signature.return_annotation is str
+
+
+def test_trl_factory_plays_an_episode(fast_config: EvalConfig) -> None:
+    example = load_example("trl_environment_factory")
+    rows = example.make_dataset(ids=[RELU])
+    assert rows == [{"prompt": [{"role": "user", "content": example.PROMPT}], "task_id": RELU}]
+    with example.CudaKernelToolEnv(backend="cpu", eval_config=fast_config, max_turns=10) as env:
+        with pytest.raises(RuntimeError, match="reset"):
+            env.list_files()
+        first = env.reset(**rows[0])
+        assert first.startswith("# Task: ReLU (builtin/relu)") and "class Model" in first
+        assert "model_new.py" in env.list_files()
+        text = env.read_file("model.py", limit=2)
+        assert "2| import torch.nn" in text and "\n3|" not in text
+        assert "Nothing to compile" in env.submit()  # an empty workspace: tier -1 at once
+        assert env.get_reward() == -1.0
+        assert "episode has ended" in env.verify() and env.get_reward() == -1.0
+        env.reset(seed=3)
+        assert env.get_reward() == 0.0
+        workspace = env._env.workspace.path
+    assert not workspace.exists()

@@ -1,0 +1,51 @@
+"""`cudagym tasks check`: degenerate KernelBench tasks are flagged, the built-in ones are not."""
+
+from __future__ import annotations
+
+import pytest
+
+from cudagym.backends import resolve_backend
+from cudagym.tasks import load
+from cudagym.tasks.checks import TaskCheck, check_tasks, format_report
+
+SMALL = {"batch_size": 16, "dim": 4096}
+
+
+@pytest.fixture(scope="module")
+def kernelbench_checks(kernelbench_dir) -> dict[str, TaskCheck]:
+    ids = ["kernelbench/level1/19_ReLU", "kernelbench/level1/23_Softmax", "kernelbench/level1/21_Sigmoid",
+           "kernelbench/level1/32_HardTanh"]  # fmt: skip
+    tasks = load("kernelbench", path=str(kernelbench_dir), ids=ids)
+    results = check_tasks(tasks, resolve_backend("cpu"), runs=2, overrides=SMALL)
+    return {r.task_id: r for r in results}
+
+
+def test_degenerate_kernelbench_tasks_are_flagged(kernelbench_checks: dict[str, TaskCheck]) -> None:
+    relu = kernelbench_checks["kernelbench/level1/19_ReLU"]
+    assert relu.input_pass and relu.degenerate and "an input passes" in relu.verdict  # rand() inputs: ReLU is x
+    hardtanh = kernelbench_checks["kernelbench/level1/32_HardTanh"]
+    assert hardtanh.input_pass and hardtanh.degenerate
+    softmax = kernelbench_checks["kernelbench/level1/23_Softmax"]
+    assert softmax.zeros_pass and softmax.degenerate  # outputs ~1/4096, far below atol=1e-2
+    sigmoid = kernelbench_checks["kernelbench/level1/21_Sigmoid"]
+    assert not sigmoid.flagged and sigmoid.deterministic and sigmoid.eager_ms > 0
+
+
+def test_report_table(kernelbench_checks: dict[str, TaskCheck]) -> None:
+    table = format_report(list(kernelbench_checks.values()))
+    assert table.splitlines()[0].startswith("| task | deterministic")
+    assert "| kernelbench/level1/19_ReLU | yes | no | no | yes |" in table
+
+
+def test_no_builtin_task_is_flagged() -> None:
+    results = check_tasks(load("builtin"), resolve_backend("cpu"), runs=2)
+    flagged = [f"{r.task_id}: {r.verdict} {r.error}" for r in results if r.flagged]
+    assert not flagged, "\n".join(flagged)
+
+
+def test_a_broken_reference_is_reported_not_raised() -> None:
+    from cudagym.tasks import Task
+
+    broken = Task(id="t/broken", name="broken", source="import torch\nclass Model(torch.nn.Module):\n    pass\n")
+    [result] = check_tasks([broken], resolve_backend("cpu"), runs=1)
+    assert result.error and result.verdict == "error" and result.flagged
