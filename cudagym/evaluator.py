@@ -28,6 +28,8 @@ from typing import Any, Protocol
 from cudagym.backends import Backend
 from cudagym.build import Builder, BuildOptions, default_cache_dir
 from cudagym.harness.timing import TimingConfig
+from cudagym.ncu import summarize_ncu
+from cudagym.reference_process import ReferenceProcess
 from cudagym.results import (
     CheckResult,
     CompileResult,
@@ -83,45 +85,6 @@ class Evaluator(Protocol):
     def submit(self, workspace: Workspace) -> SubmitResult: ...
     def retarget(self, task: Task) -> None: ...
     def close(self) -> None: ...
-
-
-class ReferenceProcess:
-    """The trusted reference child: request/response over stdin and the private channel."""
-
-    def __init__(self, backend: Backend, config: EvalConfig) -> None:
-        limits = dataclasses.replace(config.limits, cpu_seconds=None)
-        self.child = Child("reference", limits=limits, threads=backend.threads)
-        self.timeout = config.reference_timeout
-        hello = self.child.receive(time.monotonic() + 120)
-        if not hello or not hello.get("ready"):
-            output = self.child.output.text()
-            self.child.kill()
-            raise RuntimeError(f"the reference process did not start: {output[-2000:]}")
-
-    def call(self, command: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
-        self.child.send({"command": command, **args})
-        reply = self.child.receive(time.monotonic() + (timeout or self.timeout))
-        if reply is None:
-            detail = self.child.output.text(wait=0.1)[-3000:] if not self.child.alive else "no reply in time"
-            self.child.kill()
-            raise RuntimeError(f"reference process failed during {command}: {detail}")
-        if not reply.get("ok"):
-            error = reply.get("error", {})
-            raise RuntimeError(
-                f"reference {command} failed: {error.get('type')}: {error.get('message')}\n"
-                f"{error.get('traceback', '')[-3000:]}"
-            )
-        return reply
-
-    @property
-    def alive(self) -> bool:
-        return self.child.alive
-
-    def close(self) -> None:
-        if self.child.alive:
-            self.child.send({"command": "shutdown"})
-            self.child.receive(time.monotonic() + 2)
-        self.child.kill()
 
 
 class LocalEvaluator:
@@ -604,41 +567,6 @@ class LocalEvaluator:
         if self._reference is not None:
             self._reference.close()
             self._reference = None
-
-
-NCU_METRICS = (
-    "Duration",
-    "Compute (SM) Throughput",
-    "Memory Throughput",
-    "DRAM Throughput",
-    "Achieved Occupancy",
-    "Theoretical Occupancy",
-    "Registers Per Thread",
-)
-
-
-def summarize_ncu(csv_text: str) -> str:
-    """One line per profiled kernel of the candidate (PyTorch's own kernels left out) from ncu's CSV."""
-    import csv
-    import io
-
-    rows = list(csv.DictReader(io.StringIO(csv_text[csv_text.find('"ID"') :])))
-    kernels: dict[tuple[str, str], dict[str, str]] = {}
-    for row in rows:
-        name = row.get("Kernel Name", "")
-        if not name or "at::native" in name or name.startswith(("at::", "void at::")):
-            continue
-        entry = kernels.setdefault((row.get("ID", ""), name), {})
-        metric = row.get("Metric Name", "")
-        if metric in NCU_METRICS:
-            entry[metric] = f"{row.get('Metric Value', '')} {row.get('Metric Unit', '')}".strip()
-    if not kernels:
-        return "ncu profiled no kernels of yours (only PyTorch's own, or none)."
-    lines = []
-    for (_, name), metrics in list(kernels.items())[:12]:
-        figures = ", ".join(f"{k}: {v}" for k, v in metrics.items())
-        lines.append(f"- {name[:90]}: {figures}")
-    return "\n".join(lines)
 
 
 def _harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> Any:

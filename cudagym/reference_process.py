@@ -1,0 +1,53 @@
+"""The trusted reference process as seen from the environment: request/response over its stdin and the
+private channel (see :mod:`cudagym.harness.reference` for the side that runs the task's reference)."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import TYPE_CHECKING, Any
+
+from cudagym.backends import Backend
+from cudagym.sandbox import Child
+
+if TYPE_CHECKING:
+    from cudagym.evaluator import EvalConfig
+
+
+class ReferenceProcess:
+    """The trusted reference child: request/response over stdin and the private channel."""
+
+    def __init__(self, backend: Backend, config: EvalConfig) -> None:
+        limits = dataclasses.replace(config.limits, cpu_seconds=None)
+        self.child = Child("reference", limits=limits, threads=backend.threads)
+        self.timeout = config.reference_timeout
+        hello = self.child.receive(time.monotonic() + 120)
+        if not hello or not hello.get("ready"):
+            output = self.child.output.text()
+            self.child.kill()
+            raise RuntimeError(f"the reference process did not start: {output[-2000:]}")
+
+    def call(self, command: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
+        self.child.send({"command": command, **args})
+        reply = self.child.receive(time.monotonic() + (timeout or self.timeout))
+        if reply is None:
+            detail = self.child.output.text(wait=0.1)[-3000:] if not self.child.alive else "no reply in time"
+            self.child.kill()
+            raise RuntimeError(f"reference process failed during {command}: {detail}")
+        if not reply.get("ok"):
+            error = reply.get("error", {})
+            raise RuntimeError(
+                f"reference {command} failed: {error.get('type')}: {error.get('message')}\n"
+                f"{error.get('traceback', '')[-3000:]}"
+            )
+        return reply
+
+    @property
+    def alive(self) -> bool:
+        return self.child.alive
+
+    def close(self) -> None:
+        if self.child.alive:
+            self.child.send({"command": "shutdown"})
+            self.child.receive(time.monotonic() + 2)
+        self.child.kill()
