@@ -7,14 +7,13 @@ import importlib.util
 import inspect
 import json
 import sys
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+from chat_stub import ChatStub
 from cudagym_testing import RELU
 
 from cudagym.baselines import tool_call
@@ -34,7 +33,7 @@ def load_example(name: str) -> ModuleType:
     return module
 
 
-# -- a loopback stand-in for an OpenAI-compatible server ---------------------------------------------
+# -- a scripted conversation for the loopback OpenAI-compatible server (tests/chat_stub.py) --------------
 
 
 def _call(call_id: str, name: str, **arguments: Any) -> dict[str, Any]:
@@ -48,72 +47,22 @@ SCRIPT: list[dict[str, Any]] = [
 ]
 
 
-class StubServer:
-    """Replays SCRIPT as chat-completion responses and records every request body."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        stub = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                stub.requests.append({"path": self.path, "body": body})
-                message = dict(SCRIPT[min(len(stub.requests), len(SCRIPT)) - 1], role="assistant")
-                reply = {
-                    "id": f"chatcmpl-{len(stub.requests)}",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body["model"],
-                    "choices": [
-                        {
-                            "index": 0,
-                            "message": message,
-                            "finish_reason": "tool_calls" if "tool_calls" in message else "stop",
-                        }
-                    ],
-                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-                }
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            def log_message(self, format: str, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/v1"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.05,), daemon=True)
-
-    def __enter__(self) -> StubServer:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-        self.thread.join(timeout=10)
-
-
 @pytest.fixture
-def stub() -> Iterator[StubServer]:
-    with StubServer() as server:
+def stub() -> Iterator[ChatStub]:
+    with ChatStub([dict(message, role="assistant") for message in SCRIPT]) as server:
         yield server
 
 
-def test_openai_loop_against_a_loopback_server(stub: StubServer, capsys: pytest.CaptureFixture[str]) -> None:
+def test_openai_loop_against_a_loopback_server(stub: ChatStub, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("openai")
     example = load_example("openai_loop")
-    argv = ["--base-url", stub.url, "--api-key", "test", "--model", "stub-model", "--backend", "cpu"]
+    argv = ["--base-url", stub.base_url, "--api-key", "test", "--model", "stub-model", "--backend", "cpu"]
     assert example.main([*argv, "--task", RELU, "--max-turns", "4"]) == 0
     out = capsys.readouterr().out
     assert f"== {RELU}: return 0 after 4 turns (not submitted)" in out
 
-    assert len(stub.requests) == 3 and {r["path"] for r in stub.requests} == {"/v1/chat/completions"}
-    first, second, third = (r["body"] for r in stub.requests)
+    assert len(stub.requests) == 3  # the stub answers 404 off /v1/chat/completions, so these hit the right path
+    first, second, third = stub.requests
     assert first["model"] == "stub-model"
     assert [t["function"]["name"] for t in first["tools"]] == [t.tool_name() for t in TOOLS]
     assert [m["role"] for m in first["messages"]] == ["system", "user"]
@@ -129,21 +78,21 @@ def test_openai_loop_against_a_loopback_server(stub: StubServer, capsys: pytest.
     assert third["messages"][-1]["tool_call_id"] == "call_3"
 
 
-def test_run_episode_reports_what_happened(stub: StubServer, fast_config: EvalConfig) -> None:
+def test_run_episode_reports_what_happened(stub: ChatStub, fast_config: EvalConfig) -> None:
     openai = pytest.importorskip("openai")
     example = load_example("openai_loop")
     from cudagym.envs import CudaKernelEnv
     from cudagym.wrappers import ChatMessages
 
     env = ChatMessages(CudaKernelEnv(backend="cpu", eval_config=fast_config, max_turns=3))
-    client = openai.OpenAI(base_url=stub.url, api_key="test", max_retries=0)
+    client = openai.OpenAI(base_url=stub.base_url, api_key="test", max_retries=0)
     lines: list[str] = []
     result = example.run_episode(client, "m", env, task_id=RELU, echo=lines.append, temperature=0.0)
     env.close()
     assert result.truncated and not result.terminated and result.turns == 3 and result.total_reward == 0
     assert result.task_id == RELU and result.final_info["tool"] == "write_file"
     assert lines[0] == "[request 1] tool calls: ['list_files', 'read_file']"
-    assert stub.requests[0]["body"]["temperature"] == 0.0
+    assert stub.requests[0]["temperature"] == 0.0
 
 
 # -- verifiers-style rollout ---------------------------------------------------------------------------
