@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import resource
 import selectors
 import signal
 import subprocess
@@ -68,21 +67,21 @@ def scrubbed_env(threads: int, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
-def _apply_limits(limits: ChildLimits) -> None:
-    pairs = [
-        (resource.RLIMIT_CPU, limits.cpu_seconds),
-        (resource.RLIMIT_AS, limits.memory_bytes),
-        (resource.RLIMIT_FSIZE, limits.file_bytes),
-        (resource.RLIMIT_NOFILE, limits.open_files),
-        (resource.RLIMIT_NPROC, limits.processes),
-        (resource.RLIMIT_CORE, 0),
-    ]
-    for which, value in pairs:
-        if value is not None:
-            try:
-                resource.setrlimit(which, (value, value))
-            except (ValueError, OSError):
-                pass  # a hard limit below ours is kept as it is
+def limits_argument(limits: ChildLimits) -> str:
+    """The limits as the child's third argument: JSON ``{"RLIMIT_CPU": seconds, ...}``.
+
+    The child applies them to itself before importing anything (``harness/child.py``), instead of a
+    ``preexec_fn``, which is unsafe to run between fork and exec in a multi-threaded parent.
+    """
+    pairs = {
+        "RLIMIT_CPU": limits.cpu_seconds,
+        "RLIMIT_AS": limits.memory_bytes,
+        "RLIMIT_FSIZE": limits.file_bytes,
+        "RLIMIT_NOFILE": limits.open_files,
+        "RLIMIT_NPROC": limits.processes,
+        "RLIMIT_CORE": 0,
+    }
+    return json.dumps({k: v for k, v in pairs.items() if v is not None})
 
 
 class OutputCapture:
@@ -137,7 +136,15 @@ class Child:
         self.started = time.monotonic()
         try:
             self.proc = subprocess.Popen(
-                [*prefix, sys.executable, "-B", str(HARNESS_DIR / "child.py"), role, str(write_fd)],
+                [
+                    *prefix,
+                    sys.executable,
+                    "-B",
+                    str(HARNESS_DIR / "child.py"),
+                    role,
+                    str(write_fd),
+                    limits_argument(limits),
+                ],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
@@ -145,7 +152,6 @@ class Child:
                 start_new_session=True,
                 env=scrubbed_env(threads, env),
                 cwd=str(cwd) if cwd else None,
-                preexec_fn=lambda: _apply_limits(limits),
             )
         finally:
             os.close(write_fd)

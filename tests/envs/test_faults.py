@@ -96,3 +96,22 @@ def test_python_errors_are_observations(short_env: CudaKernelEnv, model_new: str
     assert info["status"] == status and needle in obs
     assert "Traceback" in obs
     finish_correct_episode(short_env)
+
+
+LIMITS_PROBE = (
+    "import resource, torch\n"
+    "class ModelNew(torch.nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        limits = {n: resource.getrlimit(getattr(resource, n)) for n in ('RLIMIT_NOFILE', 'RLIMIT_CORE')}\n"
+    "        raise ValueError(f'limits={limits}')\n"
+)
+
+
+def test_candidate_runs_under_rlimits(short_env: CudaKernelEnv) -> None:
+    short_env.reset(options={"task_id": RELU})
+    files = relu_solution()
+    files["model_new.py"] = LIMITS_PROBE
+    write_all(short_env, files)
+    obs, _, _, _, info = short_env.step(tool_call("verify"))
+    assert info["status"] == "runtime_error"
+    assert "'RLIMIT_NOFILE': (1024, 1024)" in obs and "'RLIMIT_CORE': (0, 0)" in obs
