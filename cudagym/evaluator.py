@@ -230,15 +230,16 @@ class LocalEvaluator:
         )
 
     def _take_candidate(self, prefix: tuple[str, ...]) -> Child:
-        """A single-use candidate process: the one started ahead (torch already imported) when there is one;
-        a new spare is started for the next stage either way."""
-        child = None
-        if not prefix and self._spare is not None and self._spare.alive:
-            child = self._spare
-        elif self._spare is not None:
-            self._spare.kill()
-        self._spare = self._new_candidate() if self.config.prestart else None
-        return child or self._new_candidate(prefix)
+        """A single-use candidate process: the one started ahead (torch already imported) when there is one,
+        and a new spare for the next stage."""
+        if prefix:  # a wrapped run (ncu) needs its own process; the warm spare stays for the next stage
+            return self._new_candidate(prefix)
+        spare, self._spare = self._spare, (self._new_candidate() if self.config.prestart else None)
+        if spare is not None and spare.alive:
+            return spare
+        if spare is not None:
+            spare.kill()
+        return self._new_candidate()
 
     def _spawn_candidate(
         self, job: dict[str, Any], timeout: float, prefix: tuple[str, ...] = ()

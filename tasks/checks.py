@@ -23,7 +23,7 @@ from typing import Any
 from cudagym.backends import Backend, find_toolchain
 from cudagym.build import default_cache_dir
 from cudagym.evaluator import EvalConfig, ReferenceProcess
-from cudagym.tasks.task import Task, rewrite_constants
+from cudagym.tasks.task import Task, module_constants, rewrite_constants
 
 
 @dataclasses.dataclass(frozen=True)
@@ -75,13 +75,7 @@ def _sized(task: Task, backend: str, overrides: Mapping[str, Any]) -> str:
     source = task.source_for(backend)
     if not overrides:
         return source
-    import ast
-
-    assigned = {
-        node.targets[0].id
-        for node in ast.parse(source).body
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-    }
+    assigned = module_constants(source)
     present = {k: v for k, v in overrides.items() if k in assigned}
     return rewrite_constants(source, present) if present else source
 

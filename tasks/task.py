@@ -104,19 +104,23 @@ class Task:
         return hashlib.sha256(blob).hexdigest()[:16]
 
 
+def module_constants(source: str) -> dict[str, ast.Assign]:
+    """The simple top-level ``NAME = ...`` assignments of a module, by name."""
+    return {
+        node.targets[0].id: node
+        for node in ast.parse(source).body
+        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
+    }
+
+
 def rewrite_constants(source: str, values: Mapping[str, Any]) -> str:
     """Replaces module-level ``NAME = ...`` assignments by ``NAME = repr(value)``.
 
     Only simple top-level assignments to a single name are rewritten; every name in ``values`` must
     have one, so a size profile can never silently fail to apply.
     """
-    tree = ast.parse(source)
     lines = source.splitlines(keepends=True)
-    found: dict[str, ast.Assign] = {}
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-            if node.targets[0].id in values:
-                found[node.targets[0].id] = node
+    found = {name: node for name, node in module_constants(source).items() if name in values}
     missing = sorted(set(values) - set(found))
     if missing:
         raise ValueError(f"size constants not assigned at module level in the task source: {missing}")

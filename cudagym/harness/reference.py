@@ -69,8 +69,9 @@ class ReferenceServer:
         torch.save({"state_dict": state, "init_inputs": _cpu(self.init_inputs)}, path)
         return {"ok": True}
 
-    def make_inputs(self, key: str, seed: int, kind: str, path: str) -> dict[str, Any]:
-        """Draws one input set, computes the reference output for it, and writes the inputs to ``path``."""
+    def draw_inputs(self, seed: int, kind: str) -> list[Any]:
+        """One input set from ``seed``: the task's own distribution ("task"), or with every floating input
+        replaced by signed standard-normal values of the same shape ("normal")."""
         import torch
 
         seed_everything(seed)
@@ -80,6 +81,13 @@ class ReferenceServer:
             inputs = [
                 torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
             ]
+        return inputs
+
+    def make_inputs(self, key: str, seed: int, kind: str, path: str) -> dict[str, Any]:
+        """Draws one input set, computes the reference output for it, and writes the inputs to ``path``."""
+        import torch
+
+        inputs = self.draw_inputs(seed, kind)
         torch.save(inputs, path)
         dev_inputs = to_device(inputs, self.device, self.dtype)
         with torch.no_grad():
@@ -151,14 +159,7 @@ class ReferenceServer:
         }
         previous = None
         for seed, kind in zip(seeds, kinds, strict=True):
-            seed_everything(seed)
-            with torch.device(self.device):
-                inputs = list(self.module.get_inputs())
-            if kind == "normal":
-                inputs = [
-                    torch.randn_like(x) if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs
-                ]
-            inputs = to_device(inputs, self.device, self.dtype)
+            inputs = to_device(self.draw_inputs(seed, kind), self.device, self.dtype)
             with torch.no_grad():
                 first = _detach(self.model(*inputs))
                 second = _detach(self.model(*inputs))
