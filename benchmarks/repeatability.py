@@ -14,6 +14,7 @@ import statistics
 
 from cudagym.baselines import tool_call
 from cudagym.baselines.scripted import solution_files
+from cudagym.build import default_cache_dir
 from cudagym.envs import CudaKernelEnv
 from cudagym.tasks import load
 
@@ -24,6 +25,11 @@ def main() -> None:
     parser.add_argument("--task", action="append", help="task id (repeatable; default: every task with a solution)")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--out")
+    parser.add_argument(
+        "--fresh-baselines",
+        action="store_true",
+        help="re-time eager and torch.compile at every call (shows whether the device itself drifts)",
+    )
     args = parser.parse_args()
     env = CudaKernelEnv(backend=args.backend)
     ids = args.task or [t.id for t in load("builtin") if env.backend.name in t.solutions]
@@ -35,6 +41,9 @@ def main() -> None:
                 env.step(tool_call("write_file", path=path, content=content))
             runs = []
             for _ in range(args.repeats):
+                if args.fresh_baselines:
+                    for cached in (default_cache_dir() / "baselines").glob("*.json"):
+                        cached.unlink()
                 result = env.step(tool_call("profile"))[4]["result"]
                 runs.append(result)
             cand = [r["candidate_ms"] for r in runs]
@@ -44,6 +53,9 @@ def main() -> None:
             row = {
                 "task": task_id,
                 "candidate_ms": cand,
+                "eager_ms": [r["eager_ms"] for r in runs],
+                "seconds": [r["seconds"] for r in runs],
+                "phases": runs[-1]["phases"],
                 "speedup_eager": se,
                 "speedup_compile": sc,
                 "spread_eager": spread(se),

@@ -19,6 +19,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -177,7 +178,7 @@ class Builder:
             if gch.exists():
                 return header
             header.write_text(PCH_HEADER)
-            tmp = folder / f"tmp-{os.getpid()}.gch"
+            tmp = folder / f"tmp-{os.getpid()}-{threading.get_ident()}.gch"
             proc = _run(
                 [self.toolchain.cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp)],
                 self.options.timeout_seconds,
@@ -291,8 +292,8 @@ class Builder:
             if code == 0:
                 if unit.kind == "cu":
                     (self.objects_dir / f"{unit.key}.log").write_text(text)
-                shutil.move(str(out), str(final.with_suffix(f".{os.getpid()}.tmp")))
-                os.replace(final.with_suffix(f".{os.getpid()}.tmp"), final)
+                shutil.move(str(out), str(final.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")))
+                os.replace(final.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp"), final)
         return code, text
 
     def _link_flags(self) -> list[str]:

@@ -3,6 +3,7 @@
 ``cudagym run``: the main job: a scripted agent plays a built-in task's reference solution through
 tool calls (write, compile, verify, profile, submit) and prints the episode and its reward.
 ``cudagym tasks list|show``: inspect task sets.
+``cudagym serve``: the local evaluation service shared by the environments of one machine.
 """
 
 from __future__ import annotations
@@ -61,6 +62,12 @@ def build_parser() -> argparse.ArgumentParser:
     from cudagym.eval_cli import add_eval_commands
 
     add_eval_commands(sub)
+    from cudagym.baselines.ppo_cli import add_baselines_commands
+
+    add_baselines_commands(sub)
+    from cudagym.service import add_service_commands
+
+    add_service_commands(sub)
     return parser
 
 

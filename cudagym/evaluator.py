@@ -14,6 +14,7 @@ Every method returns a result object; nothing here raises at the agent.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -21,13 +22,19 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
 from cudagym.backends import Backend
 from cudagym.build import Builder, BuildOptions, default_cache_dir
+from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
+from cudagym.gpu_lock import shared_slot, timing_slot
 from cudagym.harness.timing import TimingConfig
+from cudagym.integrity import runtime
+from cudagym.integrity.policy import IntegrityPolicy
+from cudagym.integrity.static_checks import run_static_checks, violation_message
 from cudagym.ncu import summarize_ncu
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import (
@@ -42,7 +49,7 @@ from cudagym.results import (
     VerifyResult,
     milestone_tier,
 )
-from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, signal_name
+from cudagym.sandbox import Child, ChildLimits, exchange_dir
 from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace
@@ -63,13 +70,19 @@ class EvalConfig:
     build: BuildOptions = dataclasses.field(default_factory=BuildOptions)
     limits: ChildLimits = dataclasses.field(default_factory=ChildLimits)
     poison_bytes: int = 64 * 1024 * 1024  # cuda: NaN-filled device memory freed before each call
-    prestart: bool = True  # keep one candidate process started ahead, torch already imported
+    prestart: int = 2  # candidates kept started ahead (torch imported, CUDA and its tracing initialised); cpu: <= 1
     compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
     output_chars: int = 6000  # how much of a child's output an observation may carry
+    transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
+    check_determinism: bool = True  # verify runs check 1's inputs twice and requires bitwise-equal outputs
+    max_leaked_bytes: int = 4 * 1024**3  # the reference process restarts when this much device memory leaked
+    policy: IntegrityPolicy = dataclasses.field(default_factory=IntegrityPolicy)  # what solutions may do
 
     def __post_init__(self) -> None:
         if self.num_checks < 1:
             raise ValueError(f"num_checks must be >= 1, got {self.num_checks}")
+        if self.transport not in ("auto", "ipc", "file"):
+            raise ValueError(f"transport must be 'auto', 'ipc' or 'file', got {self.transport!r}")
         for name in ("verify_timeout", "profile_timeout", "reference_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
@@ -108,14 +121,21 @@ class LocalEvaluator:
         self._reference: ReferenceProcess | None = None
         self._loaded = False
         self._eval_mode = False
-        self._children: list[Child] = []
         self._single_file_ok: set[str] = set()
-        self._spare: Child | None = None
+        self._peak_bandwidth: float | None = None
+        self._tampered: tuple[str, ...] = ()
+        self.pool = CandidatePool(backend, self.config.limits, self.config.prestart, self._child_env())
+        self.last_static_findings: list[IntegrityFinding] = []  # one per static check, from the last precheck
 
     # -- compile -----------------------------------------------------------------------------------
 
     def compile(self, workspace: Workspace) -> CompileResult:
         """Builds kernels/ into cuda_extension; a single-file model_new.py (load_inline) is imported instead."""
+        self.pool.fill()  # torch imports while the compiler runs
+        start = time.monotonic()
+        gate = self._gate(workspace)
+        if gate is not None:
+            return CompileResult(stage=Stage.COMPILE, status=gate[0], message=gate[1], seconds=time.monotonic() - start)
         if is_single_file(workspace):
             return self._compile_single_file(workspace)
         return self.builder.build(workspace)
@@ -142,9 +162,9 @@ class LocalEvaluator:
                 message="model_new.py is unchanged since it last built (cached).",
             )
         job = {"mode": "import", "workspace": str(workspace.path)}
-        child, finished, code = self._spawn_candidate(job, self.config.build.timeout_seconds)
-        status, message, _sig = self._child_failure(child, finished, code, self.config.build.timeout_seconds)
-        diagnostics = self._candidate_output(child, workspace)
+        child, finished, code = self.pool.run(job, self.config.build.timeout_seconds)
+        status, message, _sig = classify(child, finished, code, self.config.build.timeout_seconds)
+        diagnostics = candidate_output(child, workspace, self.config.output_chars)
         if status is not Status.OK:
             return CompileResult(
                 stage=Stage.COMPILE,
@@ -164,6 +184,23 @@ class LocalEvaluator:
         )
 
     # -- helpers -----------------------------------------------------------------------------------
+
+    @property
+    def policy(self) -> IntegrityPolicy:
+        """The integrity policy (``EvalConfig.policy``) with the task set's hints applied."""
+        return self.config.policy.with_task_hints(self.task.metadata.extra.get("integrity_policy"))
+
+    def _timing_slot(self, label: str, deadline: float | None = None) -> contextlib.AbstractContextManager[Any]:
+        """Exclusive use of the device while timing: one timing job per GPU across the processes and
+        threads of this machine (``cudagym/gpu_lock.py``); compiles never wait for it. Waiting past
+        ``deadline`` raises (a harness error)."""
+        timeout = max(1.0, deadline - time.monotonic()) if deadline else self.config.profile_timeout
+        return timing_slot(self.backend, self.cache_dir, timeout=timeout, label=label)
+
+    def _shared_slot(self, label: str, deadline: float | None = None) -> contextlib.AbstractContextManager[Any]:
+        """Shared use of the device for correctness work, which must not overlap another env's timing."""
+        timeout = max(1.0, deadline - time.monotonic()) if deadline else self.config.verify_timeout
+        return shared_slot(self.backend, self.cache_dir, timeout=timeout, label=label)
 
     @property
     def atol(self) -> float:
@@ -189,30 +226,48 @@ class LocalEvaluator:
                 weight_seed=secrets.randbits(62),
                 threads=self.backend.threads,
             )
+            if reply.get("leaked_bytes", 0) > self.config.max_leaked_bytes:
+                # device memory mapped by killed candidates is only returned when this process ends
+                self._reference.close()
+                self._reference = None
+                return self.reference()
             self._eval_mode = bool(reply.get("eval_mode"))
+            self._peak_bandwidth = reply.get("peak_bytes_per_s")
             self._loaded = True
         return self._reference
 
-    def _prechecks(self, workspace: Workspace, stage: Stage, cls: type) -> tuple[CompileResult | None, Any]:
-        """Compiles (cached when unchanged) and checks the fixed files; returns (compiled, failure)."""
-        start = time.monotonic()
+    def _gate(self, workspace: Workspace) -> tuple[Status, str] | None:
+        """The checks that come before anything is built or run: fixed files unchanged (restored when not)
+        and the static integrity checks. Returns (status, message) of the first failure, or None."""
         tampered = workspace.tampered_fixed()
+        self._tampered = tuple(tampered)
         if tampered:
             workspace.restore_fixed()
-            return None, cls(
-                stage=stage,
-                status=Status.INTEGRITY,
-                seconds=time.monotonic() - start,
-                message=f"Fixed workspace files were modified ({', '.join(tampered)}); they have been "
-                "restored. Fixed files must not be changed.",
+            return Status.INTEGRITY, (
+                f"Fixed workspace files were modified ({', '.join(tampered)}); they have been restored. "
+                "Fixed files must not be changed."
             )
+        # static checks (cudagym.integrity); the task set may allow libraries
+        policy = self.policy
+        self.last_static_findings, violations = run_static_checks(
+            workspace.snapshot(), policy, known_files=workspace.listing_names()
+        )
+        if violations:
+            return Status.INTEGRITY, violation_message(violations, policy)
+        return None
+
+    def _prechecks(self, workspace: Workspace, stage: Stage, cls: type) -> tuple[CompileResult | None, Any]:
+        """Compiles (cached when unchanged; the fixed-file and static checks come first); returns
+        (compiled, failure)."""
+        start = time.monotonic()
         compiled = self.compile(workspace)
         if not compiled.ok:
+            integrity = compiled.status is Status.INTEGRITY
             return compiled, cls(
                 stage=stage,
                 status=compiled.status,
                 seconds=time.monotonic() - start,
-                message="The build failed; call compile to see the diagnostics.",
+                message=compiled.message if integrity else "The build failed; call compile to see the diagnostics.",
                 stderr=compiled.diagnostics,
             )
         if not (workspace.path / "model_new.py").is_file():
@@ -223,37 +278,6 @@ class LocalEvaluator:
                 message="model_new.py does not exist; write it (it defines class ModelNew).",
             )
         return compiled, None
-
-    def _new_candidate(self, prefix: tuple[str, ...] = ()) -> Child:
-        return Child(
-            "candidate", limits=self.config.limits, threads=self.backend.threads, env=self._child_env(), prefix=prefix
-        )
-
-    def _take_candidate(self, prefix: tuple[str, ...]) -> Child:
-        """A single-use candidate process: the one started ahead (torch already imported) when there is one,
-        and a new spare for the next stage."""
-        if prefix:  # a wrapped run (ncu) needs its own process; the warm spare stays for the next stage
-            return self._new_candidate(prefix)
-        spare, self._spare = self._spare, (self._new_candidate() if self.config.prestart else None)
-        if spare is not None and spare.alive:
-            return spare
-        if spare is not None:
-            spare.kill()
-        return self._new_candidate()
-
-    def _spawn_candidate(
-        self, job: dict[str, Any], timeout: float, prefix: tuple[str, ...] = ()
-    ) -> tuple[Child, bool, int | None]:
-        """Runs one candidate process to its end or its deadline; returns (child, finished, returncode)."""
-        child = self._take_candidate(prefix)
-        self._children.append(child)
-        child.send(job, close_stdin=True)
-        deadline = time.monotonic() + timeout
-        finished = child.receive_all(deadline)
-        code = child.wait(deadline - time.monotonic() + 1) if finished else None
-        child.kill()
-        self._children.remove(child)
-        return child, finished and code is not None, code
 
     def _base_job(self, workspace: Workspace, compiled: CompileResult, folder: Path, mode: str) -> dict[str, Any]:
         state = folder / "state.pt"
@@ -270,86 +294,147 @@ class LocalEvaluator:
             "poison_bytes": self.config.poison_bytes if self.backend.is_cuda else 0,
         }
 
-    def _child_failure(self, child: Child, finished: bool, code: int | None, timeout: float) -> tuple[Status, str, str]:
-        """Classifies a candidate that did not end cleanly: (status, message, signal name)."""
-        errors = [m for m in child.messages if m.get("ok") is False]
-        stages = [m.get("stage") for m in child.messages]
-        if not finished:
-            return Status.TIMEOUT, f"The candidate did not finish within {timeout:.0f} s and was killed.", ""
-        sig = signal_name(code)
-        if errors:
-            err = errors[-1]
-            info = err.get("error", {})
-            where = "loading model_new.py / the extension" if err.get("stage") == "load" else "running ModelNew"
-            status = Status.LOAD_ERROR if err.get("stage") == "load" else Status.RUNTIME_ERROR
-            fault = f" (CUDA error: {info['cuda']})" if info.get("cuda") else ""
-            return status, f"{info.get('type')} while {where}{fault}: {info.get('message', '')[:500]}", sig
-        if sig:
-            where = "while loading" if "run" not in stages else "while running"
-            return Status.CRASH, f"The candidate process was killed by {sig} {where} ModelNew.", sig
-        if "done" not in stages:
-            return Status.CRASH, f"The candidate process exited with status {code} before finishing.", sig
-        return Status.OK, "", sig
+    # -- candidate conversations -------------------------------------------------------------------
 
-    def _candidate_output(self, child: Child, workspace: Workspace) -> str:
-        """The candidate's traceback (if it reported one) and its stdout/stderr, cleaned and cut."""
-        tracebacks = [
-            m["error"].get("traceback", "") for m in child.messages if m.get("ok") is False and m.get("error")
-        ]
-        text = "\n".join([*tracebacks, child.output.text()]).strip()
-        replace = {str(workspace.path): "", str(HARNESS_DIR): "<harness>"}
-        return clean(text, self.config.output_chars, replace_paths=replace)
+    def _transport(self) -> str:
+        """How inputs and outputs travel: CUDA IPC on the GPU, files on the CPU (``EvalConfig.transport``)."""
+        if self.config.transport != "auto":
+            return self.config.transport
+        return "ipc" if self.backend.is_cuda else "file"
+
+    def _run_check(
+        self,
+        child: Child,
+        ref: ReferenceProcess,
+        folder: Path,
+        deadline: float,
+        *,
+        key: str,
+        seed: int,
+        kind: str,
+        index: int,
+        observe: bool = False,
+        keep: bool = False,
+        same_as: str = "",
+    ) -> tuple[CheckResult | None, list[IntegrityFinding], dict[str, Any]]:
+        """One input set through the candidate and the comparison: (check, findings, prepare reply).
+
+        The check is None when the candidate failed before answering (its messages say why). Holds the
+        device's shared slot: correctness work never overlaps another environment's timing."""
+        with self._shared_slot("check", deadline):
+            spec = ref.call(
+                "prepare", key=key, seed=seed, kind=kind, transport=self._transport(), path=str(folder / f"{key}.in.pt")
+            )
+            try:
+                child.send(
+                    {"op": "run", "key": key, "inputs": spec["inputs"], "output": spec["output"], "observe": observe}
+                )
+                message = self.pool.await_stage(child, "checked", deadline, key)
+                if message is None:
+                    return None, [], spec
+                reply = ref.call(
+                    "compare",
+                    key=key,
+                    atol=self.atol,
+                    rtol=self.rtol,
+                    index=index,
+                    meta=message["meta"],
+                    keep=keep,
+                    same_as=same_as,
+                )["check"]
+            finally:
+                if not keep:
+                    ref.call("drop", key=key)
+            findings = [
+                runtime.inputs_unchanged(reply.get("inputs_unchanged"), message.get("inputs_changed")),
+                runtime.no_aliasing(message["meta"]),
+                runtime.trusted_functions(message.get("replaced")),
+                runtime.no_threads(message.get("threads_started")),
+            ]
+            if observe:
+                findings.append(runtime.torch_compute(message.get("ops"), self.policy))
+            if same_as:
+                findings.append(runtime.deterministic(reply.get("deterministic")))
+            return _check_result(reply), findings, spec
 
     # -- verify ------------------------------------------------------------------------------------
 
     def verify(self, workspace: Workspace) -> VerifyResult:
+        """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for
+        determinism) in one candidate process, comparing each output in the reference process."""
         start = time.monotonic()
         compiled, failure = self._prechecks(workspace, Stage.VERIFY, VerifyResult)
         if failure is not None:
             return failure
         assert compiled is not None
         kinds = self.config.input_kinds or self.task.metadata.input_kinds or ("task",)
-        folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=_scratch_dir()))
-        ref = self.reference()
+        folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=exchange_dir()))
+        deadline = time.monotonic() + self.config.verify_timeout
+        checks: list[CheckResult] = []
+        findings: list[IntegrityFinding] = []
+        child: Child | None = None
         try:
-            job = self._base_job(workspace, compiled, folder, "verify")
-            job["checks"] = []
-            for i in range(self.config.num_checks):
-                key = f"check{i}"
-                ref.call(
-                    "make_inputs",
-                    key=key,
-                    seed=secrets.randbits(62),
-                    kind=kinds[i % len(kinds)],
-                    path=str(folder / f"{key}.in.pt"),
-                )
-                job["checks"].append(
-                    {"key": key, "inputs": str(folder / f"{key}.in.pt"), "output": str(folder / f"{key}.out.pt")}
-                )
-            child, finished, code = self._spawn_candidate(job, self.config.verify_timeout)
-            status, message, sig = self._child_failure(child, finished, code, self.config.verify_timeout)
-            done = [m["key"] for m in child.messages if m.get("stage") == "checked"]
-            checks = []
-            for i, key in enumerate(done):
-                reply = ref.call(
-                    "compare", key=key, path=str(folder / f"{key}.out.pt"), atol=self.atol, rtol=self.rtol, index=i
-                )
-                checks.append(_check_result(reply["check"]))
-            for item in job["checks"]:
-                ref.call("drop", key=item["key"])
+            phases = Phases(start)
+            phases.mark("prechecks")
+            ref = self.reference()
+            phases.mark("reference")
+            child = self.pool.start(self._base_job(workspace, compiled, folder, "verify"))
+            ready = self.pool.await_stage(child, "ready", deadline)
+            phases.mark("candidate_load")
+            if ready is not None:
+                count = self.config.num_checks
+                plan = [(f"check{i}", secrets.randbits(62), kinds[i % len(kinds)]) for i in range(count)]
+                if self.config.check_determinism:
+                    plan.append(("repeat", plan[0][1], plan[0][2]))  # check 1's seed: the same inputs again
+                for i, (key, seed, kind) in enumerate(plan):
+                    check, found, _ = self._run_check(
+                        child,
+                        ref,
+                        folder,
+                        deadline,
+                        key=key,
+                        seed=seed,
+                        kind=kind,
+                        index=i,
+                        observe=i == 0,
+                        keep=i == 0 and self.config.check_determinism,
+                        same_as="check0" if key == "repeat" else "",
+                    )
+                    if check is None:
+                        break
+                    checks.append(check)
+                    findings.extend(found)
+                    if not check.passed or runtime.first_failure(found) is not None:
+                        break
+            phases.mark("checks")
+            ref.call("drop", key="check0")
+            finished, code = self.pool.finish(child, deadline)
+            phases.mark("candidate_exit")
+            status, message, sig = classify(child, finished, code, self.config.verify_timeout)
         except RuntimeError as exc:
             return _harness_failure(VerifyResult, Stage.VERIFY, exc, start)
         finally:
+            if child is not None:
+                self.pool.discard(child)
             shutil.rmtree(folder, ignore_errors=True)
-        stderr = self._candidate_output(child, workspace)
+        stderr = candidate_output(child, workspace, self.config.output_chars)
         failed = next((c for c in checks if not c.passed), None)
+        broken = runtime.first_failure(findings)
         if status is Status.OK and failed is not None:
             status = Status.INVALID_OUTPUT if failed.problem and failed.max_abs_error is None else Status.MISMATCH
-            message = (
-                f"Output mismatch on check {failed.index + 1} of {self.config.num_checks}: {describe_check(failed)}"
+            which = (
+                f"check {failed.index + 1} of {self.config.num_checks}"
+                if failed.index < self.config.num_checks
+                else "the repeat of check 1 (same inputs again)"
             )
+            message = f"Output mismatch on {which}: {describe_check(failed)}"
+        elif status is Status.OK and broken is not None:
+            status = Status.INTEGRITY
+            message = f"Integrity check '{broken.check}' failed: {broken.detail}"
         elif status is Status.OK:
-            message = f"All {len(checks)} checks passed (atol={self.atol:g}, rtol={self.rtol:g})."
+            message = f"All {self.config.num_checks} checks passed (atol={self.atol:g}, rtol={self.rtol:g})" + (
+                "; the repeat of check 1 gave bitwise the same output." if self.config.check_determinism else "."
+            )
         return VerifyResult(
             stage=Stage.VERIFY,
             status=status,
@@ -360,6 +445,8 @@ class LocalEvaluator:
             rtol=self.rtol,
             stderr=stderr,
             signal=sig,
+            integrity=tuple(findings),
+            phases=phases.items(),
         )
 
     # -- profile -----------------------------------------------------------------------------------
@@ -389,12 +476,17 @@ class LocalEvaluator:
             if data.get("compile_ms") is not None or not self.config.compile_baseline:
                 return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
         timing = dataclasses.asdict(self.config.timing)
-        eager = self.reference().call("baseline", key=key, mode="eager", timing=timing)["median_ms"]
-        compiled = None
+        ref = self.reference()
         if self.config.compile_baseline:
-            compiled = self.reference().call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
+            ref.call("compile_reference", key=key)
+        self.pool.join_reapers()  # a used candidate still tearing down its CUDA context would disturb the timing
+        with self._timing_slot("baselines"):
+            eager = ref.call("baseline", key=key, mode="eager", timing=timing)["median_ms"]
+            compiled = None
+            if self.config.compile_baseline:
+                compiled = ref.call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
         tmp.write_text(
             json.dumps(
                 {
@@ -410,44 +502,88 @@ class LocalEvaluator:
         return eager, compiled, False
 
     def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
+        """Times ModelNew, then re-checks it on fresh inputs written into the buffers it was timed on, and
+        compares with the eager and torch.compile baselines (cached per task, device and torch)."""
         start = time.monotonic()
         compiled, failure = self._prechecks(workspace, Stage.PROFILE, ProfileResult)
         if failure is not None:
             return failure
         assert compiled is not None
-        folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=_scratch_dir()))
+        folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=exchange_dir()))
+        deadline = time.monotonic() + self.config.profile_timeout
+        timed: dict[str, Any] | None = None
+        kernels: list[dict[str, Any]] = []
+        recheck: CheckResult | None = None
+        findings: list[IntegrityFinding] = []
+        child: Child | None = None
         try:
+            phases = Phases(start)
+            phases.mark("prechecks")
             ref = self.reference()
-            job = self._base_job(workspace, compiled, folder, "profile")
-            ref.call("make_inputs", key="timing", seed=secrets.randbits(62), kind="task", path=str(folder / "t.in.pt"))
-            job.update(
-                inputs=str(folder / "t.in.pt"),
-                output=str(folder / "t.out.pt"),
-                timing=dataclasses.asdict(self.config.timing),
+            phases.mark("reference")
+            # quiet device while timing: no successor starts (CUDA init) and no used candidate is still dying
+            child = self.pool.start(self._base_job(workspace, compiled, folder, "profile"), refill=False)
+            self.pool.join_reapers()
+            prepared = ref.call(
+                "prepare",
+                key="timing",
+                seed=secrets.randbits(62),
+                kind="task",
+                transport=self._transport(),
+                path=str(folder / "timing.in.pt"),
             )
-            child, finished, code = self._spawn_candidate(job, self.config.profile_timeout)
-            status, message, sig = self._child_failure(child, finished, code, self.config.profile_timeout)
-            timed = next((m for m in child.messages if m.get("stage") == "timed"), None)
-            kernels = next((m["kernels"] for m in child.messages if m.get("stage") == "kernels"), [])
-            recheck = None
-            if timed is not None:
-                recheck = _check_result(
-                    ref.call(
-                        "compare", key="timing", path=str(folder / "t.out.pt"), atol=self.atol, rtol=self.rtol, index=0
-                    )["check"]
-                )
+            ready = self.pool.await_stage(child, "ready", deadline)
+            phases.mark("inputs_and_candidate_load")
+            if ready is not None:
+                with self._timing_slot("candidate", deadline):
+                    child.send(
+                        {"op": "time", "inputs": prepared["inputs"], "timing": dataclasses.asdict(self.config.timing)}
+                    )
+                    timed = self.pool.await_stage(child, "timed", deadline)
+                    phases.mark("timing")
+                    breakdown = self.pool.await_stage(child, "kernels", deadline) if timed else None
+                    phases.mark("kernel_breakdown")
+                if breakdown is not None:
+                    kernels = breakdown["kernels"]
+                    findings += [
+                        runtime.trusted_functions(breakdown.get("replaced")),
+                        runtime.no_threads(breakdown.get("threads_started")),
+                    ]
+                    recheck, found, _ = self._run_check(
+                        child, ref, folder, deadline, key="recheck", seed=secrets.randbits(62), kind="task", index=0
+                    )
+                    findings += found
+            phases.mark("recheck")
+            finished, code = self.pool.finish(child, deadline)
+            phases.mark("candidate_exit")
+            status, message, sig = classify(child, finished, code, self.config.profile_timeout)
             eager_ms, compile_ms, cached = self.baselines("timing")
+            phases.mark("baselines")
+            self.pool.fill()
             ncu_text = self._ncu(workspace, compiled, folder) if ncu else ""
+            if ncu:
+                phases.mark("ncu")
             ref.call("drop", key="timing")
         except RuntimeError as exc:
             return _harness_failure(ProfileResult, Stage.PROFILE, exc, start)
         finally:
+            if child is not None:
+                self.pool.discard(child)
             shutil.rmtree(folder, ignore_errors=True)
-        stderr = self._candidate_output(child, workspace)
+        stderr = candidate_output(child, workspace, self.config.output_chars)
         candidate_ms = timed["median_ms"] if timed else None
+        if timed is not None:
+            findings += [
+                runtime.own_kernels(kernels, self.backend.is_cuda, self.policy),
+                runtime.within_roofline(candidate_ms, int(prepared.get("bytes", 0)), self._peak_bandwidth),
+            ]
+        broken = runtime.first_failure(findings)
         if status is Status.OK and recheck is not None and not recheck.passed:
             status = Status.MISMATCH
-            message = f"The output of the timed runs is wrong: {describe_check(recheck)}"
+            message = f"Wrong output on fresh inputs written into the timed input buffers: {describe_check(recheck)}"
+        elif status is Status.OK and broken is not None:
+            status = Status.INTEGRITY
+            message = f"Integrity check '{broken.check}' failed: {broken.detail}"
         speedup_eager = eager_ms / candidate_ms if candidate_ms else None
         speedup_compile = compile_ms / candidate_ms if candidate_ms and compile_ms else None
         if status is Status.OK:
@@ -475,6 +611,8 @@ class LocalEvaluator:
             ncu=ncu_text,
             stderr=stderr,
             signal=sig,
+            integrity=tuple(findings),
+            phases=phases.items(),
         )
 
     def _ncu(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> str:
@@ -486,7 +624,10 @@ class LocalEvaluator:
             return "Nsight Compute (ncu) is not installed on this machine."
         log = folder / "ncu.csv"
         job = self._base_job(workspace, compiled, folder, "ncu")
-        job["inputs"] = str(folder / "t.in.pt")
+        job["inputs"] = self.reference().call(
+            "prepare", key="ncu", seed=secrets.randbits(62), kind="task", transport="file", path=str(folder / "ncu.pt")
+        )["inputs"]
+        self.reference().call("drop", key="ncu")
         prefix = (
             tool,
             "--clock-control",
@@ -503,8 +644,8 @@ class LocalEvaluator:
             "--launch-count",
             "40",
         )
-        child, finished, code = self._spawn_candidate(job, self.config.profile_timeout, prefix=prefix)
-        status, message, _ = self._child_failure(child, finished, code, self.config.profile_timeout)
+        child, finished, code = self.pool.run(job, self.config.profile_timeout, prefix=prefix)
+        status, message, _ = classify(child, finished, code, self.config.profile_timeout)
         if status is not Status.OK:
             return f"ncu run failed: {message}"
         if not log.exists():
@@ -519,9 +660,19 @@ class LocalEvaluator:
         verify = self.verify(workspace) if compiled.ok else None
         correct = verify is not None and verify.ok
         profile = self.profile(workspace) if correct else None
-        tier = milestone_tier(correct and (profile is None or profile.status is not Status.MISMATCH), profile)
+        rejected = (Status.MISMATCH, Status.INTEGRITY)
+        tier = milestone_tier(correct and (profile is None or profile.status not in rejected), profile)
         correct = correct and tier > 0
-        findings = [IntegrityFinding("fixed_files_unchanged", not (verify and verify.status is Status.INTEGRITY))]
+        findings = [
+            IntegrityFinding(
+                "fixed_files_unchanged",
+                not self._tampered,
+                f"restored: {', '.join(self._tampered)}" if self._tampered else "",
+            ),
+            *getattr(self, "last_static_findings", ()),
+            *(verify.integrity if verify else ()),
+            *(profile.integrity if profile else ()),
+        ]
         if profile is not None:
             findings.append(
                 IntegrityFinding(
@@ -547,7 +698,7 @@ class LocalEvaluator:
             compile=compiled,
             verify=verify,
             profile=profile,
-            integrity=tuple(findings),
+            integrity=merge_findings(findings),
         )
 
     def retarget(self, task: Task) -> None:
@@ -559,12 +710,7 @@ class LocalEvaluator:
 
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""
-        for child in list(self._children):
-            child.kill()
-        self._children.clear()
-        if self._spare is not None:
-            self._spare.kill()
-            self._spare = None
+        self.pool.close()
         if self._reference is not None:
             self._reference.close()
             self._reference = None
@@ -585,17 +731,21 @@ def is_single_file(workspace: Workspace) -> bool:
     return not workspace.kernel_sources() and (workspace.path / "model_new.py").is_file()
 
 
-def _scratch_dir() -> str | None:
-    """Where inputs and outputs travel between processes: RAM-backed /dev/shm when it is there."""
-    return "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-
-
 def _check_result(data: dict[str, Any]) -> CheckResult:
     fields = {f.name for f in dataclasses.fields(CheckResult)}
     values = {k: v for k, v in data.items() if k in fields}
     if values.get("worst_index") is not None:
         values["worst_index"] = tuple(values["worst_index"])
     return CheckResult(**values)
+
+
+def merge_findings(findings: list[IntegrityFinding]) -> tuple[IntegrityFinding, ...]:
+    """One finding per check, in first-seen order: the first failure when a stage failed it, else the first."""
+    merged: dict[str, IntegrityFinding] = {}
+    for finding in findings:
+        if finding.check not in merged or (merged[finding.check].passed and not finding.passed):
+            merged[finding.check] = finding
+    return tuple(merged.values())
 
 
 def describe_check(check: CheckResult) -> str:

@@ -129,6 +129,15 @@ class CheckResult:
 
 
 @dataclasses.dataclass(frozen=True)
+class IntegrityFinding:
+    """One integrity check and what it found."""
+
+    check: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class VerifyResult(StageResult):
     """Running the candidate on several fresh random input sets against the reference."""
 
@@ -137,6 +146,8 @@ class VerifyResult(StageResult):
     rtol: float = 0.0
     stderr: str = ""  # the candidate process's output (cleaned, cut), e.g. a Python traceback
     signal: str = ""  # the signal that killed the child, if any (e.g. "SIGSEGV")
+    integrity: tuple[IntegrityFinding, ...] = ()  # run-time integrity checks and what they found
+    phases: tuple[tuple[str, float], ...] = ()  # (part of the stage, wall-clock seconds), in order
 
     @property
     def passed(self) -> int:
@@ -174,15 +185,8 @@ class ProfileResult(StageResult):
     ncu: str = ""  # Nsight Compute summary, when requested and available
     stderr: str = ""
     signal: str = ""
-
-
-@dataclasses.dataclass(frozen=True)
-class IntegrityFinding:
-    """One integrity check and what it found."""
-
-    check: str
-    passed: bool
-    detail: str = ""
+    integrity: tuple[IntegrityFinding, ...] = ()  # run-time integrity checks and what they found
+    phases: tuple[tuple[str, float], ...] = ()  # (part of the stage, wall-clock seconds), in order
 
 
 @dataclasses.dataclass(frozen=True)

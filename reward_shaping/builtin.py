@@ -42,7 +42,7 @@ def evaluated_submit(step: StepRecord) -> SubmitResult | None:
     if not isinstance(result, SubmitResult):
         return None
     if result.status is Status.HARNESS_ERROR:
-        raise ValueError("the submit was not evaluated: the harness failed (see the step's result)")
+        raise ValueError(f"the submit was not evaluated: the harness failed: {result.message[:1000]}")
     if result.tier not in TIERS:
         raise ValueError(f"a submit's tier must be one of {TIERS}, got {result.tier!r}")
     if result.tier > 0 and not (result.compiled and result.correct):

@@ -1,32 +1,316 @@
-"""Entry point of every evaluation child: ``python child.py {reference|candidate} FD LIMITS``.
+"""Entry point of every evaluation child: ``python child.py {reference|candidate} FD SPEC``.
 
 Run by path, so that this folder (and not the cudagym package) is what the child imports: the
 candidate process holds only the harness, torch and the agent's code.
+
+``SPEC`` (JSON, written by ``cudagym.sandbox.child_spec``) holds the rlimits, the number of tasks the
+child may add (``processes``) and, for candidates, the ``sandbox`` to enter before anything else:
+
+* ``user``: a new user namespace in which the child keeps its own uid and gid (every other namespace
+  below is owned by it, so no privilege is needed);
+* ``network``: a new network namespace with no interface up: no connection leaves the process tree;
+* ``readonly``: a new mount namespace in which every file system is read-only except ``writable``
+  (and /dev, /proc, /sys, left as they were);
+* ``pids``: a new PID namespace. The process started by the parent stays outside it and only
+  waits; its child is the namespace's init (a reaper) and the candidate runs as the reaper's child.
+  When the reaper dies (the candidate exited, or the parent killed the process group) the kernel kills
+  every process left in the namespace, including those that left the session with ``setsid``;
+* ``proc``: the reaper mounts a /proc of the new PID namespace, so the candidate sees no other process;
+* ``pid_max``: the reaper sets the namespace's pid_max (Linux 6.14 and later), which bounds how many
+  processes and threads can exist in it at once: RLIMIT_NPROC does not bind root (uid 0), even inside a
+  user namespace, so this is the bound that holds for root. After the first pass PIDs are handed out
+  from RESERVED_PIDS up, so ``pid_max`` is set to RESERVED_PIDS above the intended number.
+
+``python child.py probe - SPEC`` enters the same sandbox without being strict about it and prints what
+worked, as JSON: ``{"user": "", "network": "", ...}`` with an empty string for each step that worked and
+the error for each that did not.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
+import os
+import re
 import resource
+import signal
 import sys
+from collections.abc import Callable
+from typing import Any, NoReturn
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+CLONE_NEWNET = 0x40000000
+MS_NOSUID, MS_NODEV, MS_NOEXEC = 0x2, 0x4, 0x8
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
+MOUNT_ATTR_RDONLY = 0x1
+AT_FDCWD, AT_SYMLINK_NOFOLLOW, AT_NO_AUTOMOUNT = -100, 0x100, 0x800
+MOUNT_SETATTR = {"x86_64": 442, "aarch64": 442}  # the syscall's number; libc has no wrapper before glibc 2.36
+PR_SET_PDEATHSIG = 1
+KEPT_AS_THEY_ARE = ("/dev", "/proc", "/sys")  # device nodes, process and kernel views: not remounted
+SANDBOX_FAILED = 70  # exit status of a candidate whose requested sandbox could not be entered
+STEPS = ("user", "network", "readonly", "pids", "proc", "pid_max")
+RESERVED_PIDS = 300  # after wrapping around, a PID namespace hands out PIDs from 300 up to pid_max
 
 
-def apply_limits(spec: str) -> None:
-    """Sets the rlimits named in ``spec`` (JSON ``{"RLIMIT_CPU": n, ...}``) as soft and hard limits."""
-    for name, value in json.loads(spec).items():
+class SandboxError(Exception):
+    """A requested isolation step failed (the parent's probe said it would work)."""
+
+
+class Libc:
+    """The few libc calls the sandbox needs (Python 3.11 has no ``os.unshare``)."""
+
+    def __init__(self) -> None:
+        self.lib = ctypes.CDLL(None, use_errno=True)
+
+    def _check(self, result: int, what: str) -> None:
+        if result != 0:
+            err = ctypes.get_errno()
+            raise OSError(err, f"{what}: {os.strerror(err)}")
+
+    def unshare(self, flags: int, what: str) -> None:
+        self._check(self.lib.unshare(ctypes.c_int(flags)), f"unshare({what})")
+
+    def mount(self, source: str | None, target: str, fstype: str | None, flags: int) -> None:
+        encode = lambda s: s.encode() if s is not None else None  # noqa: E731
+        result = self.lib.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), None)
+        self._check(result, f"mount {target}")
+
+    def make_readonly(self, path: str) -> None:
+        """Sets the read-only flag on the mount at ``path`` (that mount only), keeping its other flags."""
+        number = MOUNT_SETATTR.get(os.uname().machine)
+        if number is None:
+            raise OSError(0, f"mount_setattr: unknown syscall number on {os.uname().machine}")
+        attr = (ctypes.c_uint64 * 4)(MOUNT_ATTR_RDONLY, 0, 0, 0)  # attr_set, attr_clr, propagation, userns_fd
+        result = self.lib.syscall(
+            ctypes.c_long(number),
+            ctypes.c_int(AT_FDCWD),
+            ctypes.c_char_p(path.encode()),
+            ctypes.c_uint(AT_SYMLINK_NOFOLLOW | AT_NO_AUTOMOUNT),
+            ctypes.byref(attr),
+            ctypes.c_size_t(ctypes.sizeof(attr)),
+        )
+        self._check(result, f"mount_setattr {path}")
+
+    def die_with_parent(self) -> None:
+        self.lib.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def mounts() -> dict[str, bool]:
+    """Visible mount points and whether each is mounted read-only (the topmost mount at each path)."""
+    table: dict[str, bool] = {}
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        for line in f:
+            fields = line.split()
+            point = re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), fields[4])
+            table[point] = "ro" in fields[5].split(",")
+    return table
+
+
+def under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
+    """True when ``path`` is one of ``roots`` or inside one of them."""
+    return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
+
+
+def make_readonly(libc: Libc, writable: list[str]) -> None:
+    """Every mount read-only except ``writable`` (bind-mounted onto themselves first) and /dev, /proc, /sys."""
+    before = mounts()
+    libc.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here propagates anywhere
+    keep = [os.path.realpath(p) for p in writable if not under(os.path.realpath(p), KEPT_AS_THEY_ARE)]
+    for path in keep:
+        os.makedirs(path, exist_ok=True)
+        libc.mount(path, path, None, MS_BIND | MS_REC)
+    for point, readonly in before.items():
+        if readonly or under(point, KEPT_AS_THEY_ARE) or under(point, keep):
+            continue
+        try:
+            libc.make_readonly(point)
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.EACCES):  # hidden by another mount, or out of reach anyway
+                raise
+
+
+def enter_sandbox(spec: dict[str, Any], *, strict: bool) -> tuple[dict[str, str], int]:
+    """Enters the namespaces ``spec`` asks for; returns in the process that goes on to run the role.
+
+    Returns (the error of each step that failed, the number of tasks this sandbox holds so far). Strict:
+    the first failure raises SandboxError; otherwise the later steps are still tried where they can be.
+    """
+    errors: dict[str, str] = {}
+    libc = Libc()
+    uid, gid = os.getuid(), os.getgid()
+
+    def step(name: str, action: Callable[[], object]) -> bool:
+        try:
+            action()
+            return True
+        except OSError as exc:
+            errors[name] = str(exc) or type(exc).__name__
+            if strict:
+                raise SandboxError(f"{name}: {errors[name]}") from exc
+            return False
+
+    def user() -> None:
+        libc.unshare(CLONE_NEWUSER, "CLONE_NEWUSER")
+        for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"), ("gid_map", f"{gid} {gid} 1")):
+            write_text(f"/proc/self/{name}", text)
+
+    def readonly() -> None:
+        libc.unshare(CLONE_NEWNS, "CLONE_NEWNS")
+        make_readonly(libc, spec.get("writable", []))
+
+    if not step("user", user):
+        errors.update({name: "needs a user namespace" for name in STEPS[1:] if spec.get(name)})
+        return errors, 1
+    if spec.get("network"):
+        step("network", lambda: libc.unshare(CLONE_NEWNET, "CLONE_NEWNET"))
+    if spec.get("readonly"):
+        step("readonly", readonly)
+    if not spec.get("pids") or not step("pids", lambda: libc.unshare(CLONE_NEWPID, "CLONE_NEWPID")):
+        errors.update({name: "needs a PID namespace" for name in ("proc", "pid_max") if spec.get(name)})
+        return errors, 1
+    read_end, write_end = os.pipe()  # the reaper reports the candidate's wait status on it
+    reaper = os.fork()
+    if reaper:
+        os.close(write_end)
+        supervise(reaper, read_end)
+    os.close(read_end)
+    libc.die_with_parent()
+    if spec.get("proc"):
+        step("proc", lambda: libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC))
+    if spec.get("pid_max"):
+        step("pid_max", lambda: write_text("/proc/sys/kernel/pid_max", str(int(spec["pid_max"]))))
+    candidate = os.fork()
+    if candidate:
+        reap(candidate, write_end)
+    os.close(write_end)
+    libc.die_with_parent()
+    return errors, 3  # the supervisor, the reaper and this process
+
+
+def write_text(path: str, text: str) -> None:
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def detach_from_the_conversation() -> None:
+    """For the supervisor and the reaper: no copy of stdin or of the private channel is held open."""
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.close(devnull)
+    if len(sys.argv) > 2 and sys.argv[2].isdigit():
+        try:
+            os.close(int(sys.argv[2]))
+        except OSError:
+            pass
+
+
+def mirror(status: int) -> NoReturn:
+    """Ends this process the way ``status`` (a wait status) says the candidate ended."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        signal.signal(sig, signal.SIG_DFL)
+        os.kill(os.getpid(), sig)
+        os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 1)
+
+
+def supervise(reaper: int, status_pipe: int) -> NoReturn:
+    """The process the parent started, outside the PID namespace: waits for the reaper, then ends the way
+    the candidate ended (so the parent sees a SIGSEGV as a SIGSEGV)."""
+    detach_from_the_conversation()
+    _, status = os.waitpid(reaper, 0)
+    reported = os.read(status_pipe, 32)
+    mirror(int(reported) if reported.strip() else status)
+
+
+def reap(candidate: int, status_pipe: int) -> NoReturn:
+    """The PID namespace's init: reaps orphans until the candidate ends, reports how it ended and exits,
+    upon which the kernel kills whatever is left in the namespace."""
+    detach_from_the_conversation()
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == candidate:
+            break
+    os.write(status_pipe, str(status).encode())
+    os._exit(0)
+
+
+def count_user_tasks(uid: int) -> int:
+    """Processes and threads whose real uid is ``uid``, machine-wide (what RLIMIT_NPROC counts)."""
+    total = 0
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status", encoding="ascii", errors="replace") as f:
+                status = f.read()
+        except OSError:
+            continue
+        uids = re.search(r"^Uid:\s+(\d+)", status, re.M)
+        threads = re.search(r"^Threads:\s+(\d+)", status, re.M)
+        if uids and int(uids.group(1)) == uid:
+            total += int(threads.group(1)) if threads else 1
+    return total
+
+
+def process_limit(allowance: int, in_user_namespace: bool, tasks_so_far: int) -> int:
+    """RLIMIT_NPROC that lets this process tree add ``allowance`` tasks (processes or threads).
+
+    Since Linux 5.14 the count is kept per user namespace, so inside our own it counts this tree only;
+    elsewhere it counts every task of the user, so the limit is set above the current count.
+    """
+    release = re.match(r"(\d+)\.(\d+)", os.uname().release)
+    per_namespace = release is not None and (int(release.group(1)), int(release.group(2))) >= (5, 14)
+    if in_user_namespace and per_namespace:
+        return tasks_so_far + allowance
+    return count_user_tasks(os.getuid()) + allowance
+
+
+def apply_limits(rlimits: dict[str, int]) -> None:
+    """Sets the rlimits named in ``rlimits`` (``{"RLIMIT_CPU": n, ...}``) as soft and hard limits."""
+    for name, value in rlimits.items():
         try:
             resource.setrlimit(getattr(resource, name), (value, value))
         except (ValueError, OSError):
             pass  # a hard limit already below ours stays as it is
 
 
+def prepare(spec: dict[str, Any]) -> None:
+    """Enters the sandbox (candidates), then applies the limits; exits with SANDBOX_FAILED on failure."""
+    sandbox = spec.get("sandbox") or {}
+    tasks = 1
+    if sandbox:
+        try:
+            _, tasks = enter_sandbox(sandbox, strict=True)
+        except SandboxError as exc:
+            print(f"cudagym sandbox: could not isolate the candidate process: {exc}", file=sys.stderr, flush=True)
+            os._exit(SANDBOX_FAILED)
+    rlimits = dict(spec.get("rlimits", {}))
+    if spec.get("processes") is not None:
+        rlimits["RLIMIT_NPROC"] = process_limit(int(spec["processes"]), bool(sandbox), tasks)
+    apply_limits(rlimits)
+
+
+def probe(spec: dict[str, Any]) -> NoReturn:
+    """Enters ``spec``'s sandbox leniently and prints what worked (see the module docstring)."""
+    errors, _ = enter_sandbox(spec, strict=False)
+    print(json.dumps({name: errors.get(name, "") for name in STEPS if spec.get(name)}), flush=True)
+    os._exit(0)
+
+
 def main() -> None:
-    role, fd = sys.argv[1], int(sys.argv[2])
-    if len(sys.argv) > 3:
-        apply_limits(sys.argv[3])
+    role = sys.argv[1]
+    spec = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    if role == "probe":
+        probe(spec)
+    prepare(spec)
     from common import Channel
 
-    channel = Channel(fd)
+    channel = Channel(int(sys.argv[2]))
     if role == "reference":
         from reference import ReferenceServer
 

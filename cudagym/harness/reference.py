@@ -2,8 +2,8 @@
 own memory, compares candidate outputs against them, and times the eager and torch.compile baselines.
 
 It runs only the task's reference code, never the agent's. It serves one JSON command per stdin line
-and answers on the private channel. The candidate process receives inputs and weights as files and
-never sees a seed or a reference output.
+and answers on the private channel. The candidate process receives weights as a file and inputs as a
+file or through shared device buffers (``transfer.py``), and never sees a seed or a reference output.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from common import (
     to_device,
 )
 from timing import TimingConfig, time_callable
+from transfer import SharedBuffers, encode_items, poison, same_values
 
 
 class ReferenceServer:
@@ -35,13 +36,29 @@ class ReferenceServer:
         self.inputs: dict[str, Any] = {}
         self.outputs: dict[str, Any] = {}
         self.compiled: Any = None
+        self.transport: dict[str, str] = {}
+        self.kept: dict[str, list[Any]] = {}
+        self.shared: SharedBuffers | None = None
 
     # -- commands ----------------------------------------------------------------------------------
 
     def load(self, source: str, device: str, dtype: str, weight_seed: int, threads: int = 0) -> dict[str, Any]:
-        """Builds the reference Model with weights from ``weight_seed``."""
+        """Builds the reference Model with weights from ``weight_seed``, dropping the previous task's state.
+
+        ``leaked_bytes``: device memory still allocated once everything of the previous task is dropped
+        (shared buffers that a killed candidate still mapped stay reserved); the evaluator restarts this
+        process when it grows."""
         import torch
 
+        self.inputs.clear()
+        self.outputs.clear()
+        self.transport.clear()
+        self.kept.clear()
+        self.model = self.compiled = None
+        leaked = 0
+        if self.shared is not None:
+            self.shared.release()
+            leaked = torch.cuda.memory_allocated()
         configure_threads(threads)
         self.device = device
         self.dtype = getattr(torch, dtype)
@@ -56,10 +73,12 @@ class ReferenceServer:
             model = model.to(self.dtype)
         self.model = model.eval() if _has_dropout(model) else model
         self.init_inputs = init_inputs
-        self.inputs.clear()
-        self.outputs.clear()
-        self.compiled = None
-        return {"ok": True, "eval_mode": not self.model.training}
+        return {
+            "ok": True,
+            "eval_mode": not self.model.training,
+            "leaked_bytes": leaked,
+            "peak_bytes_per_s": _peak_bandwidth(device),
+        }
 
     def export_state(self, path: str) -> dict[str, Any]:
         """Writes the weights and constructor arguments the candidate needs (no seed, no outputs)."""
@@ -83,34 +102,156 @@ class ReferenceServer:
             ]
         return inputs
 
-    def make_inputs(self, key: str, seed: int, kind: str, path: str) -> dict[str, Any]:
-        """Draws one input set, computes the reference output for it, and writes the inputs to ``path``."""
+    def prepare(self, key: str, seed: int, kind: str, transport: str, path: str = "") -> dict[str, Any]:
+        """Draws input set ``key`` from ``seed``, computes and keeps its reference output, and hands the
+        inputs over: written to ``path`` ("file") or into the shared input buffers ("ipc"), whose output
+        buffers are then poisoned. A private copy of the inputs stays here (baselines, unchanged-inputs
+        check). Returns how the candidate finds its inputs and where it puts its outputs."""
         import torch
 
-        inputs = self.draw_inputs(seed, kind)
-        torch.save(inputs, path)
-        dev_inputs = to_device(inputs, self.device, self.dtype)
+        inputs = to_device(self.draw_inputs(seed, kind), self.device, self.dtype)
         with torch.no_grad():
-            out = self.model(*dev_inputs)
+            out = self.model(*inputs)
         synchronize(self.device)
-        self.inputs[key] = dev_inputs
+        self.inputs[key] = inputs
         self.outputs[key] = _detach(out)
-        return {"ok": True, "finite": _all_finite(out)}
+        self.transport[key] = transport
+        finite = _all_finite(out)
+        moved = sum(x.nbytes for x in [*inputs, *(_flatten(out) or [])] if isinstance(x, torch.Tensor))
+        if transport == "ipc" and self.device.startswith("cuda"):
+            spec = self._share(key, inputs)
+            if spec is not None:
+                return {"ok": True, "finite": finite, "bytes": moved, "transport": "ipc", **spec}
+            self.transport[key] = "file"
+        torch.save(_cpu(inputs), path)
+        return {
+            "ok": True,
+            "finite": finite,
+            "bytes": moved,
+            "transport": "file",
+            "inputs": {"file": path},
+            "output": {"file": path + ".out"},
+        }
 
-    def compare(self, key: str, path: str, atol: float, rtol: float, index: int) -> dict[str, Any]:
-        """Compares the candidate's saved output for input set ``key`` with the kept reference output."""
+    def _share(self, key: str, inputs: list[Any]) -> dict[str, Any] | None:
+        """Copies ``inputs`` into the shared buffers and poisons the output buffers; None when an input or
+        an output is neither a device tensor nor a JSON scalar (that set travels as a file)."""
         import torch
 
-        try:
-            actual = torch.load(path, weights_only=True, map_location=self.device)
-        except Exception as exc:  # a tensor subclass or any other object fails safe loading
-            return _check(
-                index,
-                False,
-                problem=f"the output could not be read as plain tensors ({type(exc).__name__}); "
-                "return torch.Tensor objects (no subclasses, no custom objects)",
+        expected = _flatten(self.outputs[key])
+        if not expected or not all(isinstance(t, torch.Tensor) and t.is_cuda for t in expected):
+            return None
+        tensors = [x for x in inputs if isinstance(x, torch.Tensor)]
+        if not all(t.is_cuda for t in tensors):
+            return None
+        if self.shared is None:
+            self.shared = SharedBuffers()
+        buffers, specs = self.shared.place("inputs", tensors)
+        described = iter(specs)
+        items = encode_items(inputs, lambda _t: next(described))
+        if items is None:
+            return None
+        for buffer, tensor in zip(buffers, tensors, strict=True):
+            buffer.copy_(tensor)
+        receivers, out_specs = self.shared.place("outputs", expected)
+        for buffer, tensor in zip(receivers, expected, strict=True):
+            poison(buffer, tensor)
+        synchronize(self.device)
+        return {"inputs": {"ipc": items}, "output": {"ipc": out_specs}}
+
+    def compare(
+        self,
+        key: str,
+        atol: float,
+        rtol: float,
+        index: int,
+        meta: dict[str, Any] | None = None,
+        keep: bool = False,
+        same_as: str = "",
+    ) -> dict[str, Any]:
+        """Judges the candidate's output for input set ``key`` against the kept reference output.
+
+        ``meta`` is what the candidate reported about its output (container, and per tensor its exact
+        type, shape, dtype, device; with the file transport the path it wrote). With the ipc transport
+        the values are read from the shared output buffers, and the shared inputs are checked against
+        the private copy (``inputs_unchanged``). ``keep`` keeps this output; ``same_as`` names a kept
+        output of an input set drawn from the same seed, and reports whether the two are bitwise equal
+        (``deterministic``).
+        """
+        import torch
+
+        extra: dict[str, Any] = {}
+        meta = meta or {}
+        if self.transport.get(key) == "ipc":
+            assert self.shared is not None
+            private = [x for x in self.inputs[key] if isinstance(x, torch.Tensor)]
+            synchronize(self.device)
+            extra["inputs_unchanged"] = all(same_values(a, b) for a, b in zip(self.shared.inputs, private, strict=True))
+            actual, problem = self._received(key, meta)
+            if problem:
+                reply = _check(index, False, problem=problem)
+                reply["check"].update(extra)
+                return reply
+        else:
+            try:
+                actual = torch.load(meta.get("path", ""), weights_only=True, map_location=self.device)
+            except Exception as exc:  # a tensor subclass or any other object fails safe loading
+                return _check(
+                    index,
+                    False,
+                    problem=f"the output could not be read as plain tensors ({type(exc).__name__}); "
+                    "return torch.Tensor objects (no subclasses, no custom objects)",
+                )
+        reply = compare_outputs(self.outputs[key], actual, atol, rtol, index)
+        items = [t for t in (_flatten(actual) or []) if isinstance(t, torch.Tensor)]
+        if keep:
+            self.kept[key] = [t.clone() for t in items]
+        if same_as and same_as in self.kept:
+            earlier = self.kept.pop(same_as)
+            extra["deterministic"] = len(earlier) == len(items) and all(
+                same_values(a, b) for a, b in zip(earlier, items, strict=True)
             )
-        return compare_outputs(self.outputs[key], actual, atol, rtol, index)
+        reply["check"].update(extra)
+        return reply
+
+    def _received(self, key: str, meta: dict[str, Any]) -> tuple[Any, str]:
+        """The candidate's output rebuilt from its report and the shared output buffers, or a problem.
+
+        The report is the candidate's word, but only the buffer contents are trusted for values: a
+        false report leaves the poisoned buffers as they were, and they fail the comparison."""
+        assert self.shared is not None
+        expected = self.outputs[key]
+        container = type(expected).__name__
+        if meta.get("container") != container:
+            return None, f"expected a {container} output, got {meta.get('container')}"
+        reported = meta.get("items", [])
+        receivers = self.shared.outputs
+        if len(reported) != len(receivers):
+            return None, f"expected {len(receivers)} output tensor(s), got {len(reported)}"
+        for i, (item, buffer) in enumerate(zip(reported, receivers, strict=True)):
+            if not item.get("exact"):
+                return None, f"output {i}: expected torch.Tensor, got {item.get('type')} (no subclasses)"
+            if list(item.get("shape", [])) != list(buffer.shape):
+                return None, f"output {i}: shape {tuple(item.get('shape', []))}, expected {tuple(buffer.shape)}"
+            if item.get("dtype") != str(buffer.dtype).removeprefix("torch."):
+                return None, f"output {i}: dtype {item.get('dtype')}, expected {buffer.dtype}"
+            if item.get("device") != "cuda":
+                return None, f"output {i}: device {item.get('device')}, expected cuda"
+        actual = [b.clone() for b in receivers]
+        return (actual[0] if container == "Tensor" else type(expected)(actual)), ""
+
+    def compile_reference(self, key: str) -> dict[str, Any]:
+        """Compiles the reference with torch.compile and runs it once on input set ``key`` (code generation
+        is CPU work: done before the device is reserved for timing)."""
+        import torch
+
+        if self.compiled is None:
+            torch._dynamo.reset()
+            self.compiled = torch.compile(self.model)
+        with torch.no_grad():
+            self.compiled(*self.inputs[key])
+        synchronize(self.device)
+        return {"ok": True}
 
     def baseline(self, key: str, mode: str, timing: dict[str, Any]) -> dict[str, Any]:
         """Times eager or torch.compile on input set ``key`` by the candidate's method."""
@@ -119,8 +260,7 @@ class ReferenceServer:
         model = self.model
         if mode == "compile":
             if self.compiled is None:
-                torch._dynamo.reset()
-                self.compiled = torch.compile(self.model)
+                self.compile_reference(key)
             model = self.compiled
         inputs = self.inputs[key]
 
@@ -203,6 +343,8 @@ class ReferenceServer:
     def drop(self, key: str) -> dict[str, Any]:
         self.inputs.pop(key, None)
         self.outputs.pop(key, None)
+        self.transport.pop(key, None)
+        self.kept.pop(key, None)
         return {"ok": True}
 
     def serve(self) -> None:
@@ -363,6 +505,18 @@ def _all_finite(value: Any) -> bool:
 
     items = _flatten(value) or []
     return all(bool(torch.isfinite(v).all()) for v in items if isinstance(v, torch.Tensor) and v.is_floating_point())
+
+
+def _peak_bandwidth(device: str) -> float | None:
+    """The device memory's theoretical bandwidth in bytes/s (double data rate x bus width), when known."""
+    import torch
+
+    if not device.startswith("cuda"):
+        return None
+    props = torch.cuda.get_device_properties(device)
+    clock_khz = getattr(props, "memory_clock_rate", 0) or 0
+    bus_bits = getattr(props, "memory_bus_width", 0) or 0
+    return 2.0 * clock_khz * 1e3 * bus_bits / 8 if clock_khz and bus_bits else None
 
 
 def _has_dropout(model: Any) -> bool:

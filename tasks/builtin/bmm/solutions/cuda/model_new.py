@@ -5,7 +5,7 @@ import cuda_extension
 
 
 class ModelNew(nn.Module):
-    """Batched matmul through one TF32 tensor-core CUDA kernel."""
+    """Batched matmul through one 3xTF32 tensor-core (fp32-level accuracy) CUDA kernel."""
 
     def __init__(self):
         super().__init__()

@@ -1,0 +1,379 @@
+"""Step latency: one compile-verify-profile cycle, the naive way and cudagym's way, side by side.
+
+    python benchmarks/step_latency.py --backend cuda --task builtin/scale_bias_tanh --cycles 3 --json latency.json
+
+Variants, each on the task's reference solution in CUDA Agent's layout (kernels/*.cu|*.cpp, binding files
+registered through binding_registry.h, model_new.py):
+
+* **naive**: the pipeline of CUDA Agent's released scripts, reimplemented here: three fresh processes
+  per cycle. ``compile`` wipes the build directory and builds the extension with
+  ``torch.utils.cpp_extension.load`` (-O3, fast math); ``verify`` imports torch, builds Model and
+  ModelNew, copies the weights and compares five fresh input sets (atol = rtol = 1e-2, with
+  ``torch.nn.functional`` blocked during ModelNew's forward); ``profile`` times ModelNew, eager and
+  ``torch.compile`` (5 warm-up and 10 timed iterations; CUDA: profiler device time; CPU: wall clock).
+* **cudagym cold**: the first cycle of a ``LocalEvaluator`` with an empty cache directory (precompiled
+  header, objects, reference process, baselines all made then). torch.compile's own on-disk cache is
+  the machine's and is not emptied. With ``--cache-dir`` the first cycle uses that cache instead and is
+  reported as "cudagym first" (not cold).
+* **cudagym warm**: the following cycles of the same evaluator, one kernel source edited before each
+  (a comment with the cycle number, which changes its hash), as an agent iterating on a kernel does.
+
+Each cycle's seconds are compile + verify + profile; the table shows medians per variant, the ratio
+naive / cudagym warm and the cold first cycle. The naive stages run as ``--stage`` subprocesses of this
+script that import only torch, never cudagym.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import secrets
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+NAIVE_CHECKS = 5
+NAIVE_WARMUP, NAIVE_ITERS = 5, 10
+STAGES = ("compile", "verify", "profile")
+
+
+# -- the naive pipeline (runs in fresh processes; torch only) ---------------------------------------
+
+
+def _naive_compile(workdir: Path, device: str) -> dict[str, Any]:
+    """CUDA Agent's compile: a wiped build directory, cpp_extension.load, the .so copied next to model_new.py."""
+    import torch.utils.cpp_extension as cpp_ext
+
+    build = workdir / "build"
+    shutil.rmtree(build, ignore_errors=True)
+    build.mkdir()
+    (workdir / "cuda_extension.so").unlink(missing_ok=True)
+    kernels = workdir / "kernels"
+    sources = [workdir / "binding.cpp", *sorted(kernels.glob("*.cu")), *sorted(kernels.glob("*.cpp"))]
+    cuda = device == "cuda"
+    cpp_ext.load(
+        name="cuda_extension",
+        sources=[str(s) for s in sources],
+        build_directory=str(build),
+        extra_include_paths=[str(workdir)],
+        extra_cflags=["-O3"] if cuda else ["-O3", "-march=native", "-fopenmp"],
+        extra_cuda_cflags=["-O3", "--use_fast_math"],
+        extra_ldflags=[] if cuda else ["-fopenmp"],
+        with_cuda=cuda,
+        verbose=False,
+    )
+    shutil.copy2(build / "cuda_extension.so", workdir / "cuda_extension.so")
+    return {"sources": len(sources)}
+
+
+def _naive_models(workdir: Path, device: str) -> tuple[Any, Any, Any]:
+    """(Model, ModelNew with Model's weights, the model module) as the naive scripts build them."""
+    import importlib
+
+    sys.path.insert(0, str(workdir))
+    os.chdir(workdir)
+    reference = importlib.import_module("model")
+    model_new = importlib.import_module("model_new")
+    init = reference.get_init_inputs()
+    init = list(init) if isinstance(init, (list, tuple)) else [init]
+    model = reference.Model(*init).eval().to(device)
+    candidate = model_new.ModelNew(*init).eval().to(device)
+    candidate.load_state_dict(model.state_dict())
+    return model, candidate, reference
+
+
+def _inputs(reference: Any, device: str) -> tuple[list[Any], list[Any]]:
+    import torch
+
+    inputs = reference.get_inputs()
+    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+    moved = [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+    return moved, [x.clone() if isinstance(x, torch.Tensor) else x for x in moved]
+
+
+def _naive_verify(workdir: Path, device: str) -> dict[str, Any]:
+    """CUDA Agent's verification: five fresh input sets, exact types, assert_close at 1e-2, F blocked."""
+    import torch
+    import torch.nn.functional as F
+
+    model, candidate, reference = _naive_models(workdir, device)
+
+    def check(actual: Any, expected: Any) -> None:
+        if type(actual) is not type(expected):
+            raise AssertionError(f"{type(actual)} != {type(expected)}")
+        if isinstance(expected, (list, tuple)):
+            for a, e in zip(actual, expected, strict=True):
+                check(a, e)
+        elif isinstance(expected, torch.Tensor):
+            torch.testing.assert_close(actual, expected, atol=1e-2, rtol=1e-2)
+        elif actual != expected:
+            raise AssertionError(f"{actual!r} != {expected!r}")
+
+    def blocked(name: str) -> Any:
+        def refuse(*args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError(f"torch.nn.functional.{name} is not allowed in ModelNew")
+
+        return refuse
+
+    originals = {n: getattr(F, n) for n in dir(F) if not n.startswith("_") and callable(getattr(F, n))}
+    with torch.no_grad():
+        for _ in range(NAIVE_CHECKS):
+            inputs, clones = _inputs(reference, device)
+            expected = model(*inputs)
+            for name in originals:
+                setattr(F, name, blocked(name))
+            try:
+                actual = candidate(*clones)
+            finally:
+                for name, fn in originals.items():
+                    setattr(F, name, fn)
+            check(actual, expected)
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return {"checks": NAIVE_CHECKS}
+
+
+def _naive_profile(workdir: Path, device: str) -> dict[str, Any]:
+    """CUDA Agent's profiling: ModelNew, eager and torch.compile, 5 warm-up + 10 timed iterations each."""
+    import torch
+
+    model, candidate, reference = _naive_models(workdir, device)
+    inputs, clones = _inputs(reference, device)
+    compiled = torch.compile(model)
+
+    def bench(fn: Any, args: list[Any]) -> float:
+        with torch.no_grad():
+            for _ in range(NAIVE_WARMUP):
+                fn(*args)
+            if device != "cuda":
+                start = time.perf_counter()
+                for _ in range(NAIVE_ITERS):
+                    fn(*args)
+                return (time.perf_counter() - start) * 1e3 / NAIVE_ITERS
+            activity = torch.profiler.ProfilerActivity.CUDA
+            with torch.profiler.profile(activities=[activity]) as prof:
+                torch.cuda.synchronize()
+                for _ in range(NAIVE_ITERS):
+                    fn(*args)
+                torch.cuda.synchronize()
+            events = [e for e in prof.events() if e.device_type.name == "CUDA"]
+            return sum(e.device_time for e in events) / 1e3 / NAIVE_ITERS
+
+    return {
+        "candidate_ms": bench(candidate, clones),
+        "eager_ms": bench(model, inputs),
+        "compile_ms": bench(compiled, inputs),
+    }
+
+
+def _run_stage(stage: str, workdir: Path, device: str) -> None:
+    """Entry of a naive stage's process: runs it and prints one JSON line with the outcome."""
+    stages = {"compile": _naive_compile, "verify": _naive_verify, "profile": _naive_profile}
+    print(json.dumps({"ok": True, **stages[stage](workdir, device)}), flush=True)
+
+
+def naive_cycle(workdir: Path, backend: Any, timeout: float) -> dict[str, Any]:
+    """One naive cycle: each stage a fresh ``python step_latency.py --stage ...`` process."""
+    env = dict(os.environ)
+    if backend.is_cuda and backend.arch.startswith("sm_"):
+        digits = backend.arch[3:]
+        env["TORCH_CUDA_ARCH_LIST"] = f"{digits[:-1]}.{digits[-1]}"
+    row: dict[str, Any] = {"ok": True}
+    for stage in STAGES:
+        command = [sys.executable, __file__, "--stage", stage, "--workdir", str(workdir), "--device", backend.device]
+        start = time.perf_counter()
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout)
+        row[f"{stage}_s"] = time.perf_counter() - start
+        if proc.returncode != 0:
+            row.update(ok=False, error=f"{stage} failed ({proc.returncode}): {(proc.stderr or proc.stdout)[-1500:]}")
+            break
+        row[stage] = json.loads(proc.stdout.strip().splitlines()[-1])
+    return row
+
+
+# -- cudagym ----------------------------------------------------------------------------------------
+
+
+def cudagym_cycle(evaluator: Any, workspace: Any) -> dict[str, Any]:
+    """compile, verify and profile through the evaluator, each timed; ok when all three succeeded."""
+    row: dict[str, Any] = {}
+    results = []
+    for stage in STAGES:
+        start = time.perf_counter()
+        result = getattr(evaluator, stage)(workspace)
+        row[f"{stage}_s"] = time.perf_counter() - start
+        results.append(result)
+    row["ok"] = all(r.ok for r in results)
+    row["status"] = [r.status.value for r in results]
+    if not row["ok"]:
+        row["error"] = next(r.message for r in results if not r.ok)
+    profile = results[-1]
+    row["profile"] = {
+        "candidate_ms": profile.candidate_ms,
+        "eager_ms": profile.eager_ms,
+        "compile_ms": profile.compile_ms,
+    }
+    return row
+
+
+def edited_kernel(files: dict[str, str]) -> str:
+    """The kernel source the cycles edit: the first kernels/*.cu or *.cpp that is not a binding file."""
+    kernels = [p for p in files if p.startswith("kernels/") and p.endswith((".cu", ".cpp"))]
+    plain = [p for p in kernels if not p.endswith("_binding.cpp")]
+    return (plain or kernels)[0]
+
+
+def _cycle_s(row: dict[str, Any]) -> float:
+    return sum(row.get(f"{s}_s", 0.0) for s in STAGES)
+
+
+def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians per stage and per cycle of a variant's cycles."""
+    summary: dict[str, Any] = {"cycles": len(rows), "ok": all(r["ok"] for r in rows)}
+    for stage in STAGES:
+        summary[f"{stage}_s"] = statistics.median(r.get(f"{stage}_s", 0.0) for r in rows)
+    cycles = [_cycle_s(r) for r in rows]
+    summary.update(cycle_s=statistics.median(cycles), min_s=min(cycles), max_s=max(cycles))
+    return summary
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from cudagym.backends import resolve_backend
+    from cudagym.baselines.scripted import solution_files
+    from cudagym.evaluator import LocalEvaluator
+    from cudagym.tasks import load
+    from cudagym.workspace import TEMPLATES, Workspace
+
+    backend = resolve_backend(args.backend)
+    task = load("builtin").get(args.task)
+    files = solution_files(task, backend.name)
+    kernel = edited_kernel(files)
+    run_id = secrets.token_hex(4)  # in every edit, so that no cycle reuses objects of an earlier run
+    variants: dict[str, list[dict[str, Any]]] = {}
+    scratch = Path(tempfile.mkdtemp(prefix="cudagym-latency-"))
+    try:
+        if "cudagym" in args.variants:
+            first = "cudagym first" if args.cache_dir else "cudagym cold"
+            evaluator = LocalEvaluator(task, backend, cache_dir=args.cache_dir or scratch / "cache")
+            workspace = Workspace(task.source_for(backend.name), "step latency benchmark", root_dir=scratch)
+            try:
+                for path, content in files.items():
+                    workspace.write(path, content)
+                variants[first] = [cudagym_cycle(evaluator, workspace)]
+                _echo(first, variants[first][-1])
+                variants["cudagym warm"] = []
+                for i in range(args.cycles):
+                    workspace.write(kernel, files[kernel] + f"\n// run {run_id} cycle {i + 1}\n")
+                    variants["cudagym warm"].append(cudagym_cycle(evaluator, workspace))
+                    _echo("cudagym warm", variants["cudagym warm"][-1])
+            finally:
+                evaluator.close()
+                workspace.remove()
+        if "naive" in args.variants:
+            workdir = scratch / "naive"
+            (workdir / "kernels").mkdir(parents=True)
+            (workdir / "model.py").write_text(task.source_for(backend.name))
+            for name in ("binding.cpp", "binding_registry.h"):
+                shutil.copy2(TEMPLATES / name, workdir / name)
+            for path, content in files.items():
+                (workdir / path).write_text(content)
+            variants["naive"] = []
+            for i in range(args.naive_cycles or args.cycles):
+                (workdir / kernel).write_text(files[kernel] + f"\n// run {run_id} cycle {i + 1}\n")
+                variants["naive"].append(naive_cycle(workdir, backend, args.stage_timeout))
+                _echo("naive", variants["naive"][-1])
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    summary = {name: summarize(rows) for name, rows in variants.items() if rows}
+    report: dict[str, Any] = {
+        "benchmark": "step_latency",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "backend": backend.name,
+        "device": backend.device_name,
+        "task": task.id,
+        "edited": kernel,
+        "summary": summary,
+        "cycles": variants,
+    }
+    if "naive" in summary and "cudagym warm" in summary:
+        report["naive_over_warm"] = summary["naive"]["cycle_s"] / summary["cudagym warm"]["cycle_s"]
+    if "cudagym cold" in summary:
+        report["cold_first_cycle_s"] = summary["cudagym cold"]["cycle_s"]
+    return report
+
+
+def _echo(variant: str, row: dict[str, Any]) -> None:
+    stages = " + ".join(f"{s} {row.get(f'{s}_s', 0.0):.2f}" for s in STAGES)
+    extra = "" if row["ok"] else f"  FAILED: {row.get('error', '')[:300]}"
+    print(f"[{variant}] {stages} = {_cycle_s(row):.2f} s{extra}", flush=True)
+
+
+def print_table(report: dict[str, Any]) -> None:
+    print(f"\nStep latency: {report['task']} on {report['backend']} ({report['device']}), {report['date']}")
+    print(f"Edited between cycles: {report['edited']}\n")
+    print("| variant | cycles | compile s | verify s | profile s | cycle s (median) | min-max s | all ok |")
+    print("|---|---|---|---|---|---|---|---|")
+    labels = {
+        "naive": "naive (CUDA Agent's scripts)",
+        "cudagym cold": "cudagym cold (empty cache)",
+        "cudagym first": "cudagym first cycle (given cache)",
+        "cudagym warm": "cudagym warm (one kernel edited)",
+    }
+    for name in ("naive", "cudagym cold", "cudagym first", "cudagym warm"):
+        s = report["summary"].get(name)
+        if s is not None:
+            print(
+                f"| {labels[name]} | {s['cycles']} | {s['compile_s']:.2f} | {s['verify_s']:.2f} | "
+                f"{s['profile_s']:.2f} | {s['cycle_s']:.2f} | {s['min_s']:.2f}-{s['max_s']:.2f} | {s['ok']} |"
+            )
+    print()
+    if "naive_over_warm" in report:
+        print(f"naive / cudagym warm: {report['naive_over_warm']:.1f}x (issue 6 target on an H200: >= 10x)")
+    if "cudagym warm" in report["summary"]:
+        warm = report["summary"]["cudagym warm"]["cycle_s"]
+        print(f"cudagym warm cycle (median): {warm:.2f} s (target on an H200: <= 2.5 s)")
+    if "cold_first_cycle_s" in report:
+        print(f"cudagym cold first cycle: {report['cold_first_cycle_s']:.2f} s (target on an H200: <= 15 s)")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--task", default="builtin/scale_bias_tanh", help="a built-in task with a solution")
+    parser.add_argument("--cycles", type=int, default=3, help="naive cycles and cudagym warm cycles (default 3)")
+    parser.add_argument("--naive-cycles", type=int, default=0, help="naive cycles (default: --cycles)")
+    parser.add_argument("--variants", default="cudagym,naive", help="comma list of cudagym,naive (default both)")
+    parser.add_argument(
+        "--cache-dir", help="cudagym's cache (default: a new empty one, so that the first cycle is cold)"
+    )
+    parser.add_argument("--stage-timeout", type=float, default=900.0, help="seconds per naive stage process")
+    parser.add_argument("--json", help="write the results here")
+    parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # a naive stage's own process
+    parser.add_argument("--workdir", help=argparse.SUPPRESS)
+    parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.stage:
+        _run_stage(args.stage, Path(args.workdir), args.device)
+        return 0
+    if args.cycles < 1:
+        parser.error("--cycles must be >= 1")
+    args.variants = {v.strip() for v in args.variants.split(",") if v.strip()}
+    if not args.variants or not args.variants <= {"cudagym", "naive"}:
+        parser.error("--variants takes cudagym, naive or both")
+    report = run(args)
+    print_table(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    return 0 if all(s["ok"] for s in report["summary"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

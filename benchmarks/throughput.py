@@ -1,0 +1,305 @@
+"""Throughput: full compile-verify-profile cycles per hour with 1, 4, 16 environments on one machine.
+
+    python benchmarks/throughput.py --backend cuda --levels 1,4,16 --seconds 30 --service --json throughput.json
+
+At each level, N environments run in separate processes (``gym.make("cudagym:CudaKernel-v0")``), each
+playing a scripted agent: after a reset and the task's reference solution, it repeats cycles of (edit one
+kernel source: a comment naming the env and cycle, so the build really recompiles it) -> ``compile`` ->
+``verify`` -> ``profile`` until ``--seconds`` have passed (the last cycle finishes). Setup (env creation,
+the first build, the reference process) happens before the level's clock starts. Environment 0 always
+works on ``--fixed-task``; its profiled speedup at each level is compared with its 1-env value, which shows
+whether timing stays isolated under load (the device's timing slot, :mod:`cudagym.gpu_lock`). With
+``--service``, all environments evaluate through one ``cudagym serve`` process.
+
+A warm-up round (one environment per task, one cycle each) fills the build and baseline caches first,
+so the levels measure steady-state cycles, not first builds. Slot waits come from the timing journal.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import multiprocessing as mp
+import os
+import secrets
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+DEFAULT_TASKS = "builtin/scale_bias_tanh,builtin/silu_clamp,builtin/affine_gelu_clamp"  # 1 GB tensors on cuda
+STAGES = ("compile", "verify", "profile")
+
+
+def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, queue: Any) -> None:
+    """One environment's process: setup, wait for the start, cycles until the deadline, report."""
+    try:
+        import gymnasium as gym
+
+        from cudagym.baselines import tool_call
+        from cudagym.baselines.scripted import solution_files
+        from cudagym.tasks import load
+
+        factory = None
+        if options["socket"]:
+            from cudagym.service import ServiceEvaluatorFactory
+
+            factory = ServiceEvaluatorFactory(options["socket"])
+        env = gym.make(
+            "cudagym:CudaKernel-v0",
+            backend=options["backend"],
+            max_turns=1_000_000,
+            cache_dir=options["cache_dir"],
+            evaluator_factory=factory,
+        )
+        task = load("builtin").get(task_id)
+        files = solution_files(task, env.unwrapped.backend.name)
+        kernel = next(p for p in files if p.endswith((".cu", ".cpp")) and not p.endswith("_binding.cpp"))
+
+        def step(name: str, **arguments: Any) -> dict[str, Any]:
+            _, _, _, _, info = env.step(tool_call(name, **arguments))
+            return info
+
+        env.reset(options={"task_id": task_id})
+        for path, content in files.items():
+            step("write_file", path=path, content=content)
+        setup = [step(s)["result"] for s in ("compile", "verify")]  # starts the reference process, warms caches
+        if any(r["status"] != "ok" for r in setup):
+            raise RuntimeError(f"setup of {task_id} failed: {[r['message'] for r in setup]}")
+    except Exception:
+        barrier.abort()
+        queue.put({"index": index, "task": task_id, "error": traceback.format_exc()})
+        return
+    cycles: list[dict[str, Any]] = []
+    try:
+        barrier.wait()
+        start = time.time()
+        while not cycles or (time.time() - start < options["seconds"] and len(cycles) < options["max_cycles"]):
+            edit = f"\n// run {options['run']} env {index} cycle {len(cycles) + 1}\n"  # new hash: really compiled
+            step("write_file", path=kernel, content=files[kernel] + edit)
+            began = time.time()
+            row: dict[str, Any] = {"start": began}
+            for stage in STAGES:
+                t = time.perf_counter()
+                result = step(stage)["result"]
+                row[f"{stage}_s"] = time.perf_counter() - t
+                row[stage] = result["status"]
+            row.update(
+                end=time.time(),
+                ok=all(row[s] == "ok" for s in STAGES),
+                candidate_ms=result.get("candidate_ms"),
+                speedup_eager=result.get("speedup_eager"),
+                message="" if result["status"] == "ok" else result.get("message", "")[:300],
+            )
+            cycles.append(row)
+        queue.put({"index": index, "task": task_id, "cycles": cycles})
+    except Exception:
+        queue.put({"index": index, "task": task_id, "cycles": cycles, "error": traceback.format_exc()})
+    finally:
+        env.close()
+
+
+def _collect(procs: list[Any], queue: Any, assigned: list[str]) -> list[dict[str, Any]]:
+    """Every worker's report; a worker that died without one (killed, crashed) gets an error entry."""
+    import queue as queues
+
+    reports: dict[int, dict[str, Any]] = {}
+    while len(reports) < len(procs):
+        try:
+            report = queue.get(timeout=5)
+            reports[report["index"]] = report
+        except queues.Empty:
+            if not any(p.is_alive() for p in procs) and queue.empty():
+                break
+    for p in procs:
+        p.join(timeout=60)
+    for i, p in enumerate(procs):
+        if i not in reports:
+            reports[i] = {"index": i, "task": assigned[i], "error": f"the env process ended ({p.exitcode}) silently"}
+    return [reports[i] for i in range(len(procs))]
+
+
+def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | None) -> dict[str, Any]:
+    """Runs n environments in parallel (env 0 on ``fixed`` when given); returns the level's figures."""
+    ctx = mp.get_context("spawn")
+    barrier, queue = ctx.Barrier(n + 1, timeout=options["setup_timeout"]), ctx.Queue()
+    assigned = [fixed] + [tasks[i % len(tasks)] for i in range(n - 1)] if fixed else tasks[:n]
+    procs = [ctx.Process(target=_worker, args=(i, assigned[i], options, barrier, queue)) for i in range(n)]
+    for p in procs:
+        p.start()
+    try:
+        barrier.wait()
+        start = time.time()
+    except Exception:  # a worker failed its setup (it says why below)
+        start = time.time()
+    reports = _collect(procs, queue, assigned)
+    errors = [f"env {r['index']} ({r['task']}): {r['error']}" for r in reports if r.get("error")]
+    rows = [dict(c, env=r["index"], task=r["task"]) for r in reports for c in r.get("cycles", [])]
+    end = max((c["end"] for c in rows), default=time.time())
+    wall = end - start
+    ok = [c for c in rows if c["ok"]]
+    fixed_rows = [c for c in ok if c["env"] == 0 and c["task"] == fixed and c.get("speedup_eager")]
+    level: dict[str, Any] = {
+        "envs": n,
+        "start": start,
+        "end": end,
+        "wall_s": wall,
+        "cycles": len(ok),
+        "failed_cycles": len(rows) - len(ok),
+        "cycles_per_hour": len(ok) / wall * 3600 if wall > 0 else 0.0,
+        "cycle_s_median": statistics.median(sum(c[f"{s}_s"] for s in STAGES) for c in ok) if ok else None,
+        "stage_s_median": {s: statistics.median(c[f"{s}_s"] for c in ok) for s in STAGES} if ok else {},
+        "fixed_speedup": statistics.median(c["speedup_eager"] for c in fixed_rows) if fixed_rows else None,
+        "fixed_candidate_ms": statistics.median(c["candidate_ms"] for c in fixed_rows) if fixed_rows else None,
+        "failures": [c["message"] for c in rows if not c["ok"]][:5],
+        "errors": errors,
+        "rows": rows,
+    }
+    return level
+
+
+def slot_stats(entries: list[dict[str, Any]], start: float, end: float) -> dict[str, Any]:
+    """Exclusive (timing) slots taken in [start, end]: count, waits and the share of time the device was timed."""
+    from cudagym.gpu_lock import exclusive_overlap_s
+
+    chosen = [e for e in entries if e["mode"] == "exclusive" and start <= e["acquired_at"] <= end]
+    if not chosen:
+        return {"slots": 0}
+    waits = [e["waited_s"] for e in chosen]
+    held = sum(e["released_at"] - e["acquired_at"] for e in chosen)
+    return {
+        "slots": len(chosen),
+        "wait_median_s": statistics.median(waits),
+        "wait_max_s": max(waits),
+        "busy_share": held / (end - start) if end > start else 0.0,
+        "overlap_s": exclusive_overlap_s(chosen),
+    }
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    from cudagym.backends import resolve_backend
+    from cudagym.build import default_cache_dir
+    from cudagym.gpu_lock import JOURNAL_ENV, LOCK_ENV, read_journal
+
+    backend = resolve_backend(args.backend)
+    scratch = Path(tempfile.mkdtemp(prefix="cg-tp-", dir="/tmp"))  # short: it holds the service's socket
+    journal = scratch / "timing.jsonl"
+    os.environ[JOURNAL_ENV] = str(journal)  # inherited by the workers and the server
+    if args.lock != "auto":
+        os.environ[LOCK_ENV] = args.lock
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    options = {
+        "backend": backend.name,
+        "cache_dir": str(args.cache_dir or default_cache_dir()),
+        "seconds": args.seconds,
+        "max_cycles": args.max_cycles or sys.maxsize,
+        "setup_timeout": args.setup_timeout,
+        "socket": None,
+        "run": secrets.token_hex(4),  # in every edit, so that no run reuses another's objects
+    }
+    server = None
+    levels: list[dict[str, Any]] = []
+    try:
+        if args.service:
+            from cudagym.service import spawn_server
+
+            options["socket"] = str(scratch / "eval.sock")
+            server = spawn_server(options["socket"], backend.name, cache_dir=options["cache_dir"])
+        if args.warmup:
+            every = sorted({*tasks, args.fixed_task})
+            warm = run_level(len(every), every, {**options, "seconds": 0, "max_cycles": 1}, None)
+            errors = warm["errors"] or "none"
+            print(f"warm-up: {len(every)} tasks, {warm['wall_s']:.1f} s, errors: {errors}", flush=True)
+        for n in args.levels:
+            level = run_level(n, tasks, options, args.fixed_task)
+            level["slots"] = slot_stats(read_journal(journal), level["start"], level["end"])
+            levels.append(level)
+            print(
+                f"[{n} envs] {level['cycles']} cycles in {level['wall_s']:.1f} s = "
+                f"{level['cycles_per_hour']:.0f}/h; failed {level['failed_cycles']}; errors {len(level['errors'])}",
+                flush=True,
+            )
+            for error in level["errors"]:
+                print(error, file=sys.stderr)
+    finally:
+        if server is not None:
+            server.terminate()
+            server.wait(timeout=60)
+        shutil.rmtree(scratch, ignore_errors=True)
+    base = levels[0]["fixed_speedup"] if levels and levels[0]["envs"] == 1 else None
+    for level in levels:
+        speedup = level["fixed_speedup"]
+        level["fixed_vs_1env"] = speedup / base - 1 if base and speedup else None
+    return {
+        "benchmark": "throughput",
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+        "backend": backend.name,
+        "device": backend.device_name,
+        "cpus": os.cpu_count(),
+        "service": args.service,
+        "tasks": tasks,
+        "fixed_task": args.fixed_task,
+        "seconds": args.seconds,
+        "levels": levels,
+    }
+
+
+def _fmt(value: float | None, spec: str) -> str:
+    return "n/a" if value is None else format(value, spec)
+
+
+def print_table(report: dict[str, Any]) -> None:
+    how = "one evaluation service" if report["service"] else "one LocalEvaluator per env"
+    print(f"\nThroughput on {report['backend']} ({report['device']}, {report['cpus']} CPUs), {how}, {report['date']}")
+    print(f"Tasks: {', '.join(report['tasks'])}; env 0 on {report['fixed_task']}; ~{report['seconds']} s per level\n")
+    print(
+        "| envs | full cycles | wall s | cycles/hour | median cycle s | failed | timing slots | slot wait "
+        "median/max s | device timed | fixed-kernel speedup | vs 1 env |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for lv in report["levels"]:
+        slots = lv["slots"]
+        print(
+            f"| {lv['envs']} | {lv['cycles']} | {lv['wall_s']:.1f} | {lv['cycles_per_hour']:.0f} | "
+            f"{_fmt(lv['cycle_s_median'], '.2f')} | {lv['failed_cycles']} | {slots.get('slots', 0)} | "
+            f"{_fmt(slots.get('wait_median_s'), '.2f')}/{_fmt(slots.get('wait_max_s'), '.2f')} | "
+            f"{_fmt(slots.get('busy_share'), '.0%')} | {_fmt(lv['fixed_speedup'], '.3f')}x | "
+            f"{_fmt(lv['fixed_vs_1env'], '+.1%')} |"
+        )
+    print("\nIssue 6 targets (cuda, one H200): >= 1,500 cycles/hour at 16 envs; fixed-kernel speedup within 2%.")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--levels", default="1,4,16", help="comma list of parallel env counts (default 1,4,16)")
+    parser.add_argument("--seconds", type=float, default=30.0, help="cycling time per level (default 30)")
+    parser.add_argument("--max-cycles", type=int, default=0, help="cap on cycles per env and level (0: none)")
+    parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"built-in tasks of envs 1.. (default {DEFAULT_TASKS})")
+    parser.add_argument("--fixed-task", default="builtin/scale_bias_tanh", help="env 0's task (speedup tracked)")
+    parser.add_argument("--service", action="store_true", help="evaluate every env through one cudagym serve")
+    parser.add_argument("--lock", default="auto", choices=("auto", "on", "off"), help="$CUDAGYM_TIMING_LOCK")
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the cache warm-up round")
+    parser.add_argument("--cache-dir", help="build and baseline cache (default: the usual cache directory)")
+    parser.add_argument("--setup-timeout", type=float, default=600.0, help="seconds for the envs' setup")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args(argv)
+    args.levels = [int(v) for v in args.levels.split(",") if v.strip()]
+    if not args.levels or min(args.levels) < 1:
+        parser.error("--levels takes positive integers, e.g. 1,4,16")
+    report = run(args)
+    print_table(report)
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1))
+    clean = all(not lv["errors"] and not lv["failed_cycles"] and lv["cycles"] for lv in report["levels"])
+    return 0 if clean else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

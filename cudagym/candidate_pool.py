@@ -1,0 +1,168 @@
+"""Single-use candidate processes: started ahead, talked to, classified, and reaped.
+
+A candidate process runs the agent's code for one stage and is then discarded, so nothing one
+candidate does can leak into the next. To keep that cheap, the pool keeps ``EvalConfig.prestart``
+processes started ahead (torch imported, CUDA and its tracing initialised: several seconds each), and a
+used process that said it was done is killed by a background thread instead of being waited for
+(tearing down a CUDA context takes about a second). The evaluator asks the pool to hold back both
+while it times (``start(refill=False)``, ``join_reapers``), so that no process starts or dies on the
+device during a timed run.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import TYPE_CHECKING, Any
+
+from cudagym.backends import Backend
+from cudagym.results import Status
+from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, signal_name
+from cudagym.text import clean
+
+if TYPE_CHECKING:
+    from cudagym.workspace import Workspace
+
+
+class CandidatePool:
+    """The candidate processes of one evaluator (see the module docstring)."""
+
+    def __init__(self, backend: Backend, limits: ChildLimits, prestart: int, env: dict[str, str]) -> None:
+        self.backend = backend
+        self.limits = limits
+        self.env = env
+        # on the CPU, processes warming up would share the cores with the timed runs: one ahead at most
+        self.prestart = int(prestart) if backend.is_cuda else min(1, int(prestart))
+        self._spares: list[Child] = []
+        self._running: list[Child] = []
+        self._reapers: list[threading.Thread] = []
+
+    def _new(self, prefix: tuple[str, ...] = ()) -> Child:
+        return Child("candidate", limits=self.limits, threads=self.backend.threads, env=self.env, prefix=prefix)
+
+    def fill(self) -> None:
+        """Starts candidate processes until ``prestart`` of them are warming or warm."""
+        for dead in [s for s in self._spares if not s.alive]:
+            dead.kill()
+            self._spares.remove(dead)
+        while len(self._spares) < self.prestart:
+            self._spares.append(self._new())
+
+    def start(self, job: dict[str, Any], prefix: tuple[str, ...] = (), *, refill: bool = True) -> Child:
+        """A single-use candidate with its job sent; it then waits for commands on stdin.
+
+        It is the oldest spare when there is one, else a new process; ``prefix`` (a wrapper such as ncu)
+        always gets a new one. ``refill=False``: no successor starts now (call :meth:`fill` later)."""
+        if prefix:
+            child = self._new(prefix)
+        else:
+            self.fill()
+            child = self._spares.pop(0) if self._spares else self._new()
+            if refill:
+                self.fill()
+        self._running.append(child)
+        child.send(job)
+        return child
+
+    @staticmethod
+    def await_stage(child: Child, stage: str, deadline: float, key: str = "") -> dict[str, Any] | None:
+        """The candidate's next ``stage`` message (for ``key``); None when it failed, died or ran out of time."""
+        while True:
+            message = child.receive(deadline)
+            if message is None or message.get("ok") is False:
+                return None
+            if message.get("stage") == stage and (not key or message.get("key") == key):
+                return message
+
+    def finish(self, child: Child, deadline: float) -> tuple[bool, int | None]:
+        """Ends the conversation and the process; returns (finished in time, returncode)."""
+        child.send({"op": "end"}, close_stdin=True)
+        if self.await_stage(child, "done", deadline) is not None:
+            self._forget(child)
+            reaper = threading.Thread(target=child.kill, name="cudagym-reap", daemon=True)
+            reaper.start()
+            self._reapers = [r for r in self._reapers if r.is_alive()] + [reaper]
+            return True, 0
+        finished = child.receive_all(deadline)
+        code = child.wait(deadline - time.monotonic() + 1) if finished else None
+        child.kill()
+        self._forget(child)
+        return finished and code is not None, code
+
+    def run(self, job: dict[str, Any], timeout: float, prefix: tuple[str, ...] = ()) -> tuple[Child, bool, int | None]:
+        """Runs a candidate that needs no commands (import, ncu) to its end or its deadline."""
+        child = self.start(job, prefix)
+        finished, code = self.finish(child, time.monotonic() + timeout)
+        return child, finished, code
+
+    def discard(self, child: Child) -> None:
+        """Kills a candidate that is still running (idempotent; one already being reaped is left to its reaper)."""
+        if child in self._running:
+            child.kill()
+            self._forget(child)
+
+    def _forget(self, child: Child) -> None:
+        if child in self._running:
+            self._running.remove(child)
+
+    def join_reapers(self, timeout: float = 10.0) -> None:
+        """Waits until used candidates are gone (their CUDA contexts torn down)."""
+        for reaper in self._reapers:
+            reaper.join(timeout=timeout)
+        self._reapers = [r for r in self._reapers if r.is_alive()]
+
+    def close(self) -> None:
+        """Kills every candidate, running or spare, and waits for the reapers (idempotent)."""
+        for child in [*self._running, *self._spares]:
+            child.kill()
+        self._running.clear()
+        self._spares.clear()
+        self.join_reapers()
+
+
+def classify(child: Child, finished: bool, code: int | None, timeout: float) -> tuple[Status, str, str]:
+    """How a candidate's stage ended: (status, message, signal name); ``Status.OK`` when it said done."""
+    errors = [m for m in child.messages if m.get("ok") is False]
+    stages = [m.get("stage") for m in child.messages]
+    if not finished:
+        return Status.TIMEOUT, f"The candidate did not finish within {timeout:.0f} s and was killed.", ""
+    sig = signal_name(code)
+    if errors:
+        err = errors[-1]
+        info = err.get("error", {})
+        where = "loading model_new.py / the extension" if err.get("stage") == "load" else "running ModelNew"
+        status = Status.LOAD_ERROR if err.get("stage") == "load" else Status.RUNTIME_ERROR
+        fault = f" (CUDA error: {info['cuda']})" if info.get("cuda") else ""
+        return status, f"{info.get('type')} while {where}{fault}: {info.get('message', '')[:500]}", sig
+    if sig:
+        where = "while loading" if "run" not in stages else "while running"
+        return Status.CRASH, f"The candidate process was killed by {sig} {where} ModelNew.", sig
+    if "done" not in stages:
+        return Status.CRASH, f"The candidate process exited with status {code} before finishing.", sig
+    return Status.OK, "", sig
+
+
+def candidate_output(child: Child, workspace: Workspace, limit: int) -> str:
+    """The candidate's traceback (if it reported one) and its stdout/stderr, cleaned and cut to ``limit``."""
+    tracebacks = [m["error"].get("traceback", "") for m in child.messages if m.get("ok") is False and m.get("error")]
+    # a candidate that reported "done" wrote all it had to say before that: no need to wait for its exit
+    done = any(m.get("stage") == "done" for m in child.messages)
+    text = "\n".join([*tracebacks, child.output.text(wait=0.2 if done else 2.0)]).strip()
+    replace = {str(workspace.path): "", str(HARNESS_DIR): "<harness>"}
+    return clean(text, limit, replace_paths=replace)
+
+
+class Phases:
+    """Wall-clock seconds spent in each part of a stage, in order (``phases`` of verify/profile results)."""
+
+    def __init__(self, start: float) -> None:
+        self._last = start
+        self._items: list[tuple[str, float]] = []
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self._items.append((name, round(now - self._last, 4)))
+        self._last = now
+
+    def items(self) -> tuple[tuple[str, float], ...]:
+        return tuple(self._items)

@@ -1,0 +1,259 @@
+"""Cross-process device slots: one timing job at a time per GPU, shared use by everything else.
+
+Many environments (threads of the evaluation service, or separate processes) share one GPU. A timed
+run is only meaningful when nothing else runs on that device meanwhile, so timing takes the device's
+**exclusive** slot; other GPU work that may overlap with other work, but never with a timing (a
+correctness check, say), takes a **shared** slot. Compiles need no slot at all.
+
+A slot is an ``flock`` on a lock file under ``<cache_dir>/locks/`` named after the device's identity
+(the GPU's UUID, so one lock per physical GPU whatever ``CUDA_VISIBLE_DEVICES`` says, and a shared
+cache across machines stays correct). Locks belong to open file descriptions, so two threads of one
+process exclude each other like two processes do, and a process that dies releases its slots.
+Writers have priority: a waiting timing job blocks new shared holders (a turnstile lock), so a stream
+of correctness checks cannot starve it.
+
+Whether slots lock at all: ``enabled`` when given, else ``$CUDAGYM_TIMING_LOCK``: ``auto`` (default:
+on for cuda, off for cpu), ``1``/``on`` or ``0``/``off``. On the cpu backend the slots are no-ops
+unless asked for, since compiles and checks share the same cores anyway.
+
+Every slot held can be appended to a journal (JSON lines at ``$CUDAGYM_TIMING_JOURNAL``), which is how
+benchmarks and tests see when timing happened and how long it waited.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import functools
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from cudagym.backends import Backend
+
+LOCK_ENV = "CUDAGYM_TIMING_LOCK"
+JOURNAL_ENV = "CUDAGYM_TIMING_JOURNAL"
+EXCLUSIVE = "exclusive"
+SHARED = "shared"
+_POLL_START_S = 0.001
+_POLL_MAX_S = 0.01
+_held = threading.local()  # per thread: {device key: mode} of the slots it holds (nested use is a no-op)
+
+
+class TimingSlotTimeout(RuntimeError):
+    """A device slot was not free within the timeout (a RuntimeError, so evaluators report it as a
+    harness error)."""
+
+
+@dataclasses.dataclass
+class Slot:
+    """One use of a device slot and what it cost.
+
+    Attributes:
+        key: the device's identity (e.g. ``GPU-8c1f...``, or ``cpu-<hostname>``).
+        mode: ``"exclusive"`` (timing) or ``"shared"``.
+        path: the lock file, or None when the slot did not lock (locking off, or nested in one held).
+        label: what the holder did (written to the journal), e.g. ``"candidate"``.
+        waited_s: seconds spent waiting for the slot.
+        acquired_at, released_at: wall-clock times (``time.time()``) of taking and giving back the slot.
+    """
+
+    key: str
+    mode: str
+    path: Path | None
+    label: str = ""
+    waited_s: float = 0.0
+    acquired_at: float = 0.0
+    released_at: float | None = None
+
+    @property
+    def locked(self) -> bool:
+        return self.path is not None
+
+    @property
+    def held_s(self) -> float | None:
+        return None if self.released_at is None else self.released_at - self.acquired_at
+
+
+def locking_enabled(backend: Backend, enabled: bool | None = None) -> bool:
+    """Whether slots lock for ``backend`` (see the module docstring for ``$CUDAGYM_TIMING_LOCK``)."""
+    if enabled is not None:
+        return enabled
+    value = os.environ.get(LOCK_ENV, "auto").strip().lower()
+    if value in ("1", "on", "true", "yes"):
+        return True
+    if value in ("0", "off", "false", "no"):
+        return False
+    if value != "auto":
+        raise ValueError(f"{LOCK_ENV} must be auto, on or off, got {value!r}")
+    return backend.is_cuda
+
+
+def device_identity(backend: Backend) -> str:
+    """A name for the physical device ``backend`` times on, safe as a file name.
+
+    cuda: the GPU's UUID (from ``CUDA_VISIBLE_DEVICES`` when it lists UUIDs, else from ``nvidia-smi``
+    for the visible index; nvidia-smi counts in PCI bus order, as CUDA does on machines of one GPU
+    model), or ``cuda<index>`` when nvidia-smi cannot say. cpu: ``cpu-<hostname>``.
+    """
+    if not backend.is_cuda:
+        return _safe(f"cpu-{socket.gethostname()}")
+    index = int(backend.device.split(":", 1)[1]) if ":" in backend.device else 0
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    entry = visible[index] if index < len(visible) else str(index)
+    if entry.startswith(("GPU-", "MIG-")):
+        return _safe(entry)
+    return _safe(_gpu_uuid(entry) or f"cuda{entry}")
+
+
+@functools.lru_cache(maxsize=16)
+def _gpu_uuid(selector: str) -> str | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "-i", selector, "--query-gpu=uuid", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.strip()
+    except (subprocess.SubprocessError, OSError):
+        return None
+    return out.splitlines()[0].strip() if out else None
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+
+
+def _flock(fd: int, operation: int, deadline: float, what: str) -> None:
+    """Takes ``operation`` (LOCK_EX or LOCK_SH) on ``fd``, polling until ``deadline`` (monotonic)."""
+    pause = _POLL_START_S
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                raise TimingSlotTimeout(f"the {what} was not free in time") from None
+            time.sleep(pause)
+            pause = min(pause * 2, _POLL_MAX_S)
+
+
+def _journal(slot: Slot) -> None:
+    path = os.environ.get(JOURNAL_ENV)
+    if not path:
+        return
+    entry = {
+        "key": slot.key,
+        "mode": slot.mode,
+        "label": slot.label,
+        "pid": os.getpid(),
+        "thread": threading.get_ident(),
+        "waited_s": slot.waited_s,
+        "acquired_at": slot.acquired_at,
+        "released_at": slot.released_at,
+    }
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    try:
+        os.write(fd, (json.dumps(entry) + "\n").encode())  # one short O_APPEND write: lines never interleave
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def device_slot(
+    backend: Backend,
+    cache_dir: str | Path,
+    *,
+    mode: str = EXCLUSIVE,
+    timeout: float = 600.0,
+    label: str = "",
+    enabled: bool | None = None,
+) -> Iterator[Slot]:
+    """Holds the device's slot in ``mode`` for the ``with`` block; yields the :class:`Slot`.
+
+    Raises TimingSlotTimeout when the slot is not free within ``timeout`` seconds. Nested use in one
+    thread does not lock again (a shared slot cannot be upgraded to an exclusive one in place).
+    """
+    if mode not in (EXCLUSIVE, SHARED):
+        raise ValueError(f"mode must be {EXCLUSIVE!r} or {SHARED!r}, got {mode!r}")
+    key = device_identity(backend)
+    held: dict[str, str] = _held.__dict__.setdefault("slots", {})
+    if not locking_enabled(backend, enabled) or key in held:
+        if held.get(key) == SHARED and mode == EXCLUSIVE:
+            raise RuntimeError("a thread holding a shared device slot cannot take the exclusive one")
+        slot = Slot(key, mode, None, label, acquired_at=time.time())
+        try:
+            yield slot
+        finally:
+            slot.released_at = time.time()
+        return
+    folder = Path(cache_dir) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    main_path, gate_path = folder / f"device-{key}.lock", folder / f"device-{key}.gate"
+    start = time.monotonic()
+    deadline = start + timeout
+    what = f"{mode} slot of {key}"
+    with open(main_path, "a+b") as main, open(gate_path, "a+b") as gate:
+        _flock(gate.fileno(), fcntl.LOCK_EX, deadline, what)  # the turnstile: queued timing jobs go first
+        try:
+            if mode == SHARED:
+                fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
+            _flock(main.fileno(), fcntl.LOCK_EX if mode == EXCLUSIVE else fcntl.LOCK_SH, deadline, what)
+        finally:
+            fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
+        slot = Slot(key, mode, main_path, label, waited_s=time.monotonic() - start, acquired_at=time.time())
+        held[key] = mode
+        try:
+            yield slot
+        finally:
+            slot.released_at = time.time()
+            del held[key]
+            fcntl.flock(main.fileno(), fcntl.LOCK_UN)
+            _journal(slot)
+
+
+def timing_slot(
+    backend: Backend, cache_dir: str | Path, timeout: float = 600.0, *, label: str = "", enabled: bool | None = None
+) -> contextlib.AbstractContextManager[Slot]:
+    """The device's exclusive slot, for timed runs: ``with timing_slot(backend, cache_dir) as slot: ...``;
+    ``slot.waited_s`` says how long it waited."""
+    return device_slot(backend, cache_dir, mode=EXCLUSIVE, timeout=timeout, label=label, enabled=enabled)
+
+
+def shared_slot(
+    backend: Backend, cache_dir: str | Path, timeout: float = 600.0, *, label: str = "", enabled: bool | None = None
+) -> contextlib.AbstractContextManager[Slot]:
+    """The device's shared slot, for GPU work that must not overlap a timing (e.g. a correctness check)."""
+    return device_slot(backend, cache_dir, mode=SHARED, timeout=timeout, label=label, enabled=enabled)
+
+
+def read_journal(path: str | Path) -> list[dict[str, Any]]:
+    """The slots recorded in a journal file (see JOURNAL_ENV), oldest release first."""
+    if not Path(path).exists():
+        return []
+    return [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
+
+
+def exclusive_overlap_s(entries: list[dict[str, Any]]) -> float:
+    """Seconds during which an exclusive slot overlapped any other slot of the same device (0 when the
+    lock did its job)."""
+    total = 0.0
+    for i, a in enumerate(entries):
+        for b in entries[i + 1 :]:
+            if a["key"] != b["key"] or EXCLUSIVE not in (a["mode"], b["mode"]):
+                continue
+            total += max(0.0, min(a["released_at"], b["released_at"]) - max(a["acquired_at"], b["acquired_at"]))
+    return total

@@ -1,0 +1,569 @@
+"""A local evaluation service: one server per machine (or per GPU) shared by many environments.
+
+The server (``cudagym serve --socket PATH``) owns one :class:`~cudagym.evaluator.LocalEvaluator` per
+client session and serves each connection on a thread of its own, so compiles and correctness checks
+of different environments proceed in parallel while timed runs take turns on the device's timing slot
+(:mod:`cudagym.gpu_lock`). The client, :class:`ServiceEvaluator`, implements the same ``Evaluator``
+protocol as ``LocalEvaluator``; an environment uses it through its evaluator factory::
+
+    env = gym.make("CudaKernel-v0", evaluator_factory=ServiceEvaluatorFactory("/tmp/cudagym.sock"))
+
+Workspaces stay where the environment made them (same machine); requests carry the workspace's path and
+the original content of its fixed files, so the server checks and restores them as a local evaluator
+does. Messages are JSON: results travel as their dict form and come back as the same frozen dataclasses.
+Whatever goes wrong between client and server (no server, server gone, no reply in time) comes back as
+a ``Status.HARNESS_ERROR`` result, never as an exception at the agent.
+
+The transport is a small seam (:class:`Transport`): here a Unix socket with a shared key (a 0600 file
+next to the socket) authenticating both ends; a Ray actor handle can implement the same ``request``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import collections.abc
+import dataclasses
+import enum
+import functools
+import hashlib
+import json
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import threading
+import time
+import traceback
+import types
+import typing
+from multiprocessing import AuthenticationError
+from multiprocessing.connection import Client, Connection, Listener, answer_challenge, deliver_challenge
+from pathlib import Path
+from typing import Any, Protocol
+
+from cudagym import results
+from cudagym.backends import Backend, resolve_backend
+from cudagym.build import default_cache_dir
+from cudagym.evaluator import EvalConfig, LocalEvaluator
+from cudagym.results import Stage, StageResult, Status
+from cudagym.tasks.task import Task
+from cudagym.text import clean
+from cudagym.workspace import Workspace, WorkspaceLimits
+
+PROTOCOL = 1
+_RESULT_TYPES = {
+    cls.__name__: cls
+    for cls in vars(results).values()
+    if isinstance(cls, type) and issubclass(cls, StageResult) and dataclasses.is_dataclass(cls)
+}
+_STAGE_CLASS = {
+    "compile": (results.CompileResult, Stage.COMPILE),
+    "verify": (results.VerifyResult, Stage.VERIFY),
+    "profile": (results.ProfileResult, Stage.PROFILE),
+    "submit": (results.SubmitResult, Stage.SUBMIT),
+}
+
+
+# -- the wire format -------------------------------------------------------------------------------
+
+
+def encode(value: Any) -> Any:
+    """A dataclass tree as JSON-ready builtins: enums by value, tuples and mappings as lists and dicts."""
+    if isinstance(value, enum.Enum):
+        return value.value
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
+    if isinstance(value, collections.abc.Mapping):
+        return {str(k): encode(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [encode(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted(encode(v) for v in value)
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def decode(tp: Any, data: Any) -> Any:
+    """The inverse of :func:`encode` for a value of type ``tp`` (a dataclass, enum, tuple, ...)."""
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if data is None or tp is Any:
+        return data
+    if origin in (typing.Union, types.UnionType):
+        options = [a for a in args if a is not type(None)]
+        return decode(options[0], data) if len(options) == 1 else data
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(decode(args[0], v) for v in data)
+        return tuple(decode(a, v) for a, v in zip(args, data, strict=True))
+    if origin in (frozenset, set):
+        return origin(decode(args[0], v) for v in data)
+    if origin in (dict, collections.abc.Mapping):
+        return {k: decode(args[1], v) for k, v in data.items()}
+    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
+        hints = _hints(tp)
+        fields = {f.name for f in dataclasses.fields(tp) if f.init}
+        return tp(**{k: decode(hints[k], v) for k, v in data.items() if k in fields})
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        return tp(data)
+    if tp is Path:
+        return Path(data)
+    if tp is float and isinstance(data, int):
+        return float(data)
+    return data
+
+
+def decode_result(kind: str, data: dict[str, Any]) -> StageResult:
+    """A result from its class name and dict form; ValueError for a class that is not a result."""
+    if kind not in _RESULT_TYPES:
+        raise ValueError(f"unknown result type {kind!r}")
+    return decode(_RESULT_TYPES[kind], data)
+
+
+def _workspace_message(workspace: Workspace) -> dict[str, Any]:
+    fixed = {name: base64.b64encode(data).decode() for name, data in workspace._fixed_content.items()}
+    return {"path": str(workspace.path), "fixed": fixed, "limits": encode(workspace.limits)}
+
+
+class AttachedWorkspace(Workspace):
+    """The server's view of a client's workspace directory: the same checks, no directory of its own.
+
+    ``fixed`` is the original content of the fixed files as the client wrote them (not what is on disk
+    now, which the agent may have changed). ``remove()`` does nothing: the client owns the directory.
+    """
+
+    def __init__(self, path: str | Path, fixed: dict[str, bytes], limits: WorkspaceLimits | None = None) -> None:
+        self.path = Path(path).resolve()
+        if not self.path.is_dir():
+            raise FileNotFoundError(f"workspace {self.path} does not exist on the server's machine")
+        self.limits = limits or WorkspaceLimits()
+        self._fixed_content = dict(fixed)
+        self._fixed_hash = {name: hashlib.sha256(data).hexdigest() for name, data in fixed.items()}
+
+    def remove(self) -> None:
+        return None
+
+
+# -- the transport seam ----------------------------------------------------------------------------
+
+
+class TransportError(RuntimeError):
+    """The request did not reach the server or no reply came back (the session may be lost)."""
+
+
+class Transport(Protocol):
+    """Carries one JSON-ready request to the server of a session and returns its reply.
+
+    The first request of a session is ``{"op": "open", ...}``; a transport that loses its connection
+    raises TransportError and starts a new session (the client then opens it again).
+    """
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]: ...
+    def close(self) -> None: ...
+
+
+def key_path(socket_path: str | Path) -> Path:
+    """Where the server keeps the key that clients authenticate with (mode 0600)."""
+    return Path(f"{socket_path}.key")
+
+
+def default_socket_path() -> Path:
+    """``$CUDAGYM_SERVICE_SOCKET``, else ``$XDG_RUNTIME_DIR/cudagym/eval.sock``, else ``/tmp/cudagym-<uid>/...``."""
+    if os.environ.get("CUDAGYM_SERVICE_SOCKET"):
+        return Path(os.environ["CUDAGYM_SERVICE_SOCKET"])
+    if os.environ.get("XDG_RUNTIME_DIR"):
+        return Path(os.environ["XDG_RUNTIME_DIR"]) / "cudagym" / "eval.sock"
+    return Path(f"/tmp/cudagym-{os.getuid()}") / "eval.sock"
+
+
+class UnixSocketTransport:
+    """A session over a Unix socket (``multiprocessing.connection`` framing, JSON payloads, shared key)."""
+
+    def __init__(self, socket_path: str | Path) -> None:
+        self.socket_path = str(socket_path)
+        self._conn: Connection | None = None
+
+    def _connect(self) -> Connection:
+        try:
+            authkey = key_path(self.socket_path).read_bytes()
+            return Client(self.socket_path, family="AF_UNIX", authkey=authkey)
+        except (OSError, EOFError) as exc:
+            raise TransportError(f"cannot reach the evaluation service at {self.socket_path}: {exc}") from exc
+        except (AuthenticationError, ValueError) as exc:  # a wrong key, or not our protocol
+            raise TransportError(f"the evaluation service at {self.socket_path} refused us: {exc}") from exc
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        if self._conn is None:
+            self._conn = self._connect()
+        try:
+            self._conn.send_bytes(json.dumps(message).encode())
+            if not self._conn.poll(timeout):
+                raise TransportError(f"no reply from the evaluation service within {timeout:.0f} s")
+            return json.loads(self._conn.recv_bytes())
+        except TransportError:
+            self.close()
+            raise
+        except (OSError, EOFError, ValueError) as exc:
+            self.close()
+            raise TransportError(f"the connection to the evaluation service broke: {exc!r}") from exc
+
+    def close(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.close()
+            except OSError:
+                pass
+            self._conn = None
+
+
+# -- the client ------------------------------------------------------------------------------------
+
+
+class ServiceEvaluator:
+    """An ``Evaluator`` whose work is done by the evaluation service (see the module docstring).
+
+    Args:
+        task, backend, config: as for ``LocalEvaluator``; the server must run the same backend.
+        socket_path: the server's socket (default :func:`default_socket_path`); ignored with ``transport``.
+        transport: how requests travel (default a :class:`UnixSocketTransport`).
+        call_timeout: seconds to wait for one reply (default: the sum of the config's stage timeouts).
+    """
+
+    def __init__(
+        self,
+        task: Task,
+        backend: Backend,
+        config: EvalConfig | None = None,
+        *,
+        socket_path: str | Path | None = None,
+        transport: Transport | None = None,
+        call_timeout: float | None = None,
+    ) -> None:
+        self.task = task
+        self.backend = backend
+        self.config = config or EvalConfig()
+        self.transport = transport or UnixSocketTransport(socket_path or default_socket_path())
+        cfg = self.config
+        stages = cfg.build.timeout_seconds + cfg.verify_timeout + cfg.profile_timeout + cfg.reference_timeout
+        self.call_timeout = call_timeout or stages + 60.0
+        self._open = False
+        self._retarget = False
+
+    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
+        reply = self.transport.request(message, self.call_timeout)
+        if not reply.get("ok"):
+            raise RuntimeError(reply.get("error", "the service gave no reason"))
+        return reply
+
+    def _session(self) -> None:
+        if not self._open:
+            self._request(
+                {
+                    "op": "open",
+                    "protocol": PROTOCOL,
+                    "task": encode(self.task),
+                    "backend": self.backend.name,
+                    "config": encode(self.config),
+                }
+            )
+            self._open, self._retarget = True, False
+        elif self._retarget:
+            self._request({"op": "retarget", "task": encode(self.task)})
+            self._retarget = False
+
+    def _call(self, op: str, workspace: Workspace, **options: Any) -> Any:
+        cls, stage = _STAGE_CLASS[op]
+        start = time.monotonic()
+        try:
+            self._session()
+            reply = self._request({"op": op, "workspace": _workspace_message(workspace), **options})
+            result = decode_result(reply["type"], reply["result"])
+            if not isinstance(result, cls):
+                raise ValueError(f"the service answered {op} with a {type(result).__name__}")
+            return result
+        except TransportError as exc:
+            self._open = False  # the next call connects and opens a new session
+            reason = str(exc)
+        except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+            reason = f"{type(exc).__name__}: {exc}"
+        return cls(
+            stage=stage,
+            status=Status.HARNESS_ERROR,
+            seconds=time.monotonic() - start,
+            message=f"The evaluation service failed: {clean(reason, 1500)}",
+        )
+
+    def compile(self, workspace: Workspace) -> results.CompileResult:
+        return self._call("compile", workspace)
+
+    def verify(self, workspace: Workspace) -> results.VerifyResult:
+        return self._call("verify", workspace)
+
+    def profile(self, workspace: Workspace, *, ncu: bool = False) -> results.ProfileResult:
+        return self._call("profile", workspace, ncu=ncu)
+
+    def submit(self, workspace: Workspace) -> results.SubmitResult:
+        return self._call("submit", workspace)
+
+    def retarget(self, task: Task) -> None:
+        """Switches task; the server hears of it with the next call."""
+        if task.id != self.task.id:
+            self.task = task
+            self._retarget = self._open
+
+    def close(self) -> None:
+        """Ends the session (the server stops its processes); never raises."""
+        if self._open:
+            try:
+                self.transport.request({"op": "close"}, timeout=10.0)
+            except TransportError:
+                pass
+        self._open = False
+        self.transport.close()
+
+
+@dataclasses.dataclass(frozen=True)
+class ServiceEvaluatorFactory:
+    """An ``evaluator_factory`` for ``CudaKernelEnv`` that evaluates through the service at ``socket_path``
+    (picklable, so vector envs in spawned workers can use it)."""
+
+    socket_path: str
+    call_timeout: float | None = None
+
+    def __call__(self, task: Task, backend: Backend, config: EvalConfig) -> ServiceEvaluator:
+        return ServiceEvaluator(task, backend, config, socket_path=self.socket_path, call_timeout=self.call_timeout)
+
+
+# -- the server ------------------------------------------------------------------------------------
+
+
+class _Session:
+    """One client's state on the server: its evaluator (made by ``open``)."""
+
+    def __init__(self, server: EvaluationServer) -> None:
+        self.server = server
+        self.evaluator: LocalEvaluator | None = None
+
+    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
+        op = message.get("op")
+        if op == "hello":
+            return {"ok": True, **self.server.info()}
+        if op == "open":
+            if message.get("protocol") != PROTOCOL:
+                return {"ok": False, "error": f"protocol {message.get('protocol')} != the server's {PROTOCOL}"}
+            if message.get("backend") != self.server.backend.name:
+                return {
+                    "ok": False,
+                    "error": f"the server runs the {self.server.backend.name} backend, "
+                    f"the client asked for {message.get('backend')}",
+                }
+            self.close()
+            task, config = decode(Task, message["task"]), decode(EvalConfig, message["config"])
+            self.evaluator = LocalEvaluator(task, self.server.backend, config, cache_dir=self.server.cache_dir)
+            return {"ok": True}
+        if op == "close":
+            self.close()
+            return {"ok": True}
+        if self.evaluator is None:
+            return {"ok": False, "error": f"{op!r} before open"}
+        if op == "retarget":
+            self.evaluator.retarget(decode(Task, message["task"]))
+            return {"ok": True}
+        if op not in _STAGE_CLASS:
+            return {"ok": False, "error": f"unknown operation {op!r}"}
+        spec = message["workspace"]
+        fixed = {name: base64.b64decode(text) for name, text in spec["fixed"].items()}
+        workspace = AttachedWorkspace(spec["path"], fixed, decode(WorkspaceLimits, spec.get("limits") or {}))
+        options = {"ncu": bool(message.get("ncu"))} if op == "profile" else {}
+        result = getattr(self.evaluator, op)(workspace, **options)
+        return {"ok": True, "type": type(result).__name__, "result": encode(result)}
+
+    def close(self) -> None:
+        if self.evaluator is not None:
+            self.evaluator.close()
+            self.evaluator = None
+
+
+class EvaluationServer:
+    """Serves evaluation sessions on a Unix socket, one thread per connection (see the module docstring).
+
+    Args:
+        socket_path: where to listen; a stale socket file is replaced, a live server is an error.
+        backend: the backend every session evaluates on.
+        cache_dir: the build and baseline cache (default: the usual cache directory).
+    """
+
+    def __init__(self, socket_path: str | Path, backend: Backend, *, cache_dir: str | Path | None = None) -> None:
+        self.socket_path = Path(socket_path)
+        if len(str(self.socket_path).encode()) > 100:
+            raise ValueError(f"socket path too long for AF_UNIX (at most 100 bytes): {self.socket_path}")
+        self.backend = backend
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.started = time.time()
+        self._sessions: set[_Session] = set()
+        self._lock = threading.Lock()
+        self._served = 0
+        self._stopping = False
+        self._listener: Listener | None = None
+
+    def info(self) -> dict[str, Any]:
+        with self._lock:
+            sessions, served = len(self._sessions), self._served
+        return {
+            "pid": os.getpid(),
+            "backend": self.backend.name,
+            "device": self.backend.device_name,
+            "sessions": sessions,
+            "connections_served": served,
+            "uptime_s": time.time() - self.started,
+        }
+
+    def _bind(self) -> Listener:
+        self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if self.socket_path.exists():
+            probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                probe.connect(str(self.socket_path))
+                raise RuntimeError(f"an evaluation service is already listening on {self.socket_path}")
+            except (ConnectionRefusedError, FileNotFoundError):
+                self.socket_path.unlink(missing_ok=True)  # left by a server that died
+            finally:
+                probe.close()
+        key = key_path(self.socket_path)
+        key.unlink(missing_ok=True)
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(secrets.token_bytes(32))
+        listener = Listener(str(self.socket_path), family="AF_UNIX")
+        os.chmod(self.socket_path, 0o600)
+        return listener
+
+    def serve_forever(self) -> None:
+        """Accepts connections until :meth:`shutdown` (or an exception in the calling thread)."""
+        self._listener = self._bind()
+        authkey = key_path(self.socket_path).read_bytes()
+        try:
+            while not self._stopping:
+                try:
+                    conn = self._listener.accept()
+                except OSError:
+                    if self._stopping:
+                        break
+                    raise
+                threading.Thread(target=self._serve, args=(conn, authkey), daemon=True).start()
+        finally:
+            self.shutdown()
+
+    def _serve(self, conn: Connection, authkey: bytes) -> None:
+        """One connection: the key handshake (here, not in accept, so a slow client stalls only itself),
+        then one request and one reply at a time until the client leaves."""
+        session = _Session(self)
+        with self._lock:
+            self._sessions.add(session)
+            self._served += 1
+        try:
+            deliver_challenge(conn, authkey)
+            answer_challenge(conn, authkey)
+            while True:
+                message = json.loads(conn.recv_bytes())
+                try:
+                    reply = session.handle(message)
+                except Exception as exc:  # the machinery failed: the client reports a harness error
+                    detail = "".join(traceback.format_exception_only(exc)).strip()
+                    reply = {"ok": False, "error": f"{detail} (in {message.get('op')})"}
+                conn.send_bytes(json.dumps(reply).encode())
+        except (EOFError, OSError, ValueError, AuthenticationError):
+            pass  # the client left, or was not one of ours (wrong key)
+        finally:
+            session.close()
+            conn.close()
+            with self._lock:
+                self._sessions.discard(session)
+
+    def shutdown(self) -> None:
+        """Stops accepting, ends every session (their processes stop) and removes the socket; idempotent."""
+        if self._stopping and self._listener is None:
+            return
+        self._stopping = True
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            try:  # wake a blocked accept()
+                with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as wake:
+                    wake.connect(str(self.socket_path))
+            except OSError:
+                pass
+            listener.close()
+        with self._lock:
+            sessions = list(self._sessions)
+        for session in sessions:
+            session.close()
+        key_path(self.socket_path).unlink(missing_ok=True)
+
+
+def spawn_server(
+    socket_path: str | Path,
+    backend: str = "auto",
+    *,
+    cache_dir: str | Path | None = None,
+    env: dict[str, str] | None = None,
+    ready_timeout: float = 60.0,
+) -> subprocess.Popen:
+    """Starts ``cudagym serve`` in a new session and returns once it answers (RuntimeError if it does not)."""
+    command = [sys.executable, "-m", "cudagym.cli", "serve", "--socket", str(socket_path), "--backend", backend]
+    if cache_dir:
+        command += ["--cache-dir", str(cache_dir)]
+    proc = subprocess.Popen(command, env={**os.environ, **(env or {})}, start_new_session=True)
+    deadline = time.monotonic() + ready_timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the evaluation service exited with status {proc.returncode} while starting")
+        if key_path(socket_path).exists():
+            transport = UnixSocketTransport(socket_path)
+            try:
+                if transport.request({"op": "hello"}, timeout=10).get("ok"):
+                    return proc
+            except TransportError:
+                pass
+            finally:
+                transport.close()
+        time.sleep(0.05)
+    proc.kill()
+    proc.wait()
+    raise RuntimeError(f"the evaluation service did not answer within {ready_timeout:.0f} s")
+
+
+# -- the command -----------------------------------------------------------------------------------
+
+
+def _serve_command(args: argparse.Namespace) -> int:
+    import signal
+
+    backend = resolve_backend(args.backend)
+    server = EvaluationServer(args.socket or default_socket_path(), backend, cache_dir=args.cache_dir)
+
+    def stop(signum: int, frame: Any) -> None:
+        raise SystemExit(0)
+
+    signal.signal(signal.SIGTERM, stop)
+    print(f"cudagym serve: {backend.name} ({backend.device_name}) on {server.socket_path}", flush=True)
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
+def add_service_commands(sub: Any) -> None:
+    """Adds ``cudagym serve`` to the CLI's subcommands."""
+    serve = sub.add_parser("serve", help="run the local evaluation service shared by environments")
+    serve.add_argument("--socket", help=f"Unix socket path (default {default_socket_path()})")
+    serve.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    serve.add_argument("--cache-dir", help="build and baseline cache (default: the usual cache directory)")
+    serve.set_defaults(func=_serve_command)

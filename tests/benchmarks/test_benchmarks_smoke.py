@@ -1,0 +1,61 @@
+"""The two speed benchmarks run end to end on the CPU backend in CI size: one cycle per variant, levels of
+1 and 2 environments. No figure is asserted; the runs must succeed and print and write their tables."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def run_benchmark(script: str, *args: str, timeout: float = 900) -> str:
+    """Runs benchmarks/<script> in a fresh process (with the session's cache); returns its stdout."""
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ),
+    )
+    assert proc.returncode == 0, f"{script} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}"
+    return proc.stdout
+
+
+def test_step_latency_runs_naive_and_cudagym_cycles(tmp_path: Path, cache_dir: Path) -> None:
+    out = tmp_path / "latency.json"
+    stdout = run_benchmark(
+        "step_latency.py",
+        *("--backend", "cpu", "--task", "builtin/relu", "--cycles", "1"),
+        *("--cache-dir", str(cache_dir), "--json", str(out)),
+    )
+    assert "| variant | cycles | compile s | verify s | profile s |" in stdout
+    assert "naive / cudagym warm:" in stdout
+    report = json.loads(out.read_text())
+    assert set(report["summary"]) == {"naive", "cudagym first", "cudagym warm"}
+    assert all(s["ok"] and s["cycles"] == 1 for s in report["summary"].values()), report["summary"]
+    naive = report["cycles"]["naive"][0]
+    assert naive["profile"]["candidate_ms"] > 0 and naive["profile"]["compile_ms"] > 0  # all three were timed
+    warm = report["cycles"]["cudagym warm"][0]
+    assert warm["status"] == ["ok", "ok", "ok"] and warm["profile"]["candidate_ms"] > 0
+
+
+def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: Path) -> None:
+    out = tmp_path / "throughput.json"
+    stdout = run_benchmark(
+        "throughput.py",
+        *("--backend", "cpu", "--levels", "1,2", "--seconds", "1", "--tasks", "builtin/relu"),
+        *("--fixed-task", "builtin/relu", "--lock", "on", "--no-warmup", "--cache-dir", str(cache_dir)),
+        *("--json", str(out)),
+    )
+    assert "| envs | full cycles | wall s | cycles/hour |" in stdout
+    report = json.loads(out.read_text())
+    assert [lv["envs"] for lv in report["levels"]] == [1, 2]
+    for level in report["levels"]:
+        assert level["cycles"] >= level["envs"] and not level["failed_cycles"] and not level["errors"], level
+        assert level["fixed_speedup"] is not None
+        assert level["slots"]["slots"] >= level["cycles"]  # every profile took the timing slot
+        assert level["slots"]["overlap_s"] == 0.0

@@ -1,0 +1,107 @@
+"""Candidate isolation with CUDA: each namespace switch, forced on, leaves a CUDA candidate working (the
+driver, /dev/nvidia*, CUDA IPC with the reference process, nvcc-built extensions).
+
+By default (``"auto"``) the switches are off for candidates that see a GPU; these tests say whether they
+can be switched on there. Run on the device machine: ``python -m pytest -m gpu tests/gpu/test_isolation.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cudagym.backends import query_gpu
+from cudagym.baselines import tool_call
+from cudagym.envs import CudaKernelEnv
+from cudagym.evaluator import EvalConfig
+from cudagym.harness.timing import TimingConfig
+from cudagym.sandbox import Child, ChildLimits, isolation_status, sandbox_processes
+from cudagym.tasks import load
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(query_gpu() is None, reason="no NVIDIA GPU visible (nvidia-smi)"),
+]
+
+RELU = "builtin/relu"
+BUILTIN = load("builtin")
+SMALL_RELU = dataclasses.replace(
+    BUILTIN.get(RELU),
+    metadata=dataclasses.replace(BUILTIN.get(RELU).metadata, sizes={"cuda": {"N": 1 << 22}}),
+)
+CONFIG = EvalConfig(num_checks=2, verify_timeout=120, profile_timeout=300,
+                    timing=TimingConfig(min_reps=10, max_reps=100, budget_seconds=0.5))  # fmt: skip
+OFF = {"isolate_network": False, "isolate_processes": False, "readonly_filesystem": False}
+SWITCHES = {
+    "network": ({**OFF, "isolate_network": True}, ("network",)),
+    "processes": ({**OFF, "isolate_processes": True}, ("pids",)),
+    "readonly": ({**OFF, "readonly_filesystem": True}, ("readonly",)),
+    "all": ({"isolate_network": True, "isolate_processes": True, "readonly_filesystem": True},
+            ("network", "pids", "readonly")),
+}  # fmt: skip
+
+
+def relu_cuda_solution() -> dict[str, str]:
+    root = Path(BUILTIN.get(RELU).solutions["cuda"])
+    return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
+
+
+@pytest.fixture
+def children() -> Iterator[list[Child]]:
+    """Every Child started while the test runs."""
+    started: list[Child] = []
+    init = Child.__init__
+
+    def recording_init(self: Child, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        started.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Child, "__init__", recording_init)
+        yield started
+
+
+@pytest.mark.parametrize("name", list(SWITCHES))
+def test_a_cuda_candidate_runs_with_the_switch_on(name: str, children: list[Child]) -> None:
+    switches, steps = SWITCHES[name]
+    status = isolation_status()
+    missing = [f"{step}: {getattr(status, step)}" for step in ("user", *steps) if not status.works(step)]
+    if missing:
+        pytest.skip(f"not available on this machine ({'; '.join(missing)})")
+    config = dataclasses.replace(CONFIG, limits=ChildLimits(**switches))
+    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
+    try:
+        env.reset(options={"task_id": RELU})
+        for path, content in relu_cuda_solution().items():
+            assert env.step(tool_call("write_file", path=path, content=content))[4]["status"] == "ok"
+        obs, reward, terminated, _, info = env.step(tool_call("submit"))
+        assert terminated and info["tier"] >= 1 and reward >= 1, obs
+        candidates = [c for c in children if c.role == "candidate"]
+        assert candidates
+        for child in candidates:
+            isolation = child.isolation
+            assert isolation.network == switches["isolate_network"], isolation.summary()
+            assert isolation.processes == switches["isolate_processes"], isolation.summary()
+            assert isolation.readonly_filesystem == switches["readonly_filesystem"], isolation.summary()
+    finally:
+        env.close()
+    assert not [pid for child in children for pid in sandbox_processes(child.sandbox_id)]
+
+
+def test_by_default_gpu_candidates_get_no_namespaces(children: list[Child]) -> None:
+    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=CONFIG)
+    try:
+        env.reset(options={"task_id": RELU})
+        for path, content in relu_cuda_solution().items():
+            env.step(tool_call("write_file", path=path, content=content))
+        obs, _, _, _, info = env.step(tool_call("verify"))
+        assert info["status"] == "ok", obs
+        candidate = next(c for c in children if c.role == "candidate")
+        assert not candidate.isolation.any and candidate.memory_bytes is None
+        assert "off by default where a GPU is visible" in candidate.isolation.summary()
+    finally:
+        env.close()
