@@ -70,6 +70,8 @@ class CudaKernelEnv(gym.Env[str, str]):
         max_action_chars: the action space's declared length.
         cache_dir: where compiled objects and baselines are shared (default ~/.cache/cudagym).
         evaluator_factory: builds the evaluator for a task (default: a LocalEvaluator).
+        service_socket: evaluate through the evaluation service listening there (``cudagym serve``)
+            instead of in this process; shorthand for ``evaluator_factory=ServiceEvaluatorFactory(path)``.
         workspace_limits: file size limits of the workspace.
         **task_options: passed to the task-set loader (``path=``, ``level=``, ``ids=``, ``names=``, ``ops=``).
     """
@@ -90,6 +92,7 @@ class CudaKernelEnv(gym.Env[str, str]):
         max_action_chars: int = 262144,
         cache_dir: str | None = None,
         evaluator_factory: EvaluatorFactory | None = None,
+        service_socket: str | None = None,
         workspace_limits: WorkspaceLimits | None = None,
         **task_options: Any,
     ) -> None:
@@ -113,6 +116,12 @@ class CudaKernelEnv(gym.Env[str, str]):
         self.cache_dir = cache_dir
         self.workspace_limits = workspace_limits
         self.shaper: Shaper = make_reward(reward, **(reward_options or {}))
+        if evaluator_factory is not None and service_socket is not None:
+            raise ValueError("give evaluator_factory or service_socket, not both")
+        if service_socket is not None:
+            from cudagym.service import ServiceEvaluatorFactory
+
+            evaluator_factory = ServiceEvaluatorFactory(str(service_socket))
         self._evaluator_factory = evaluator_factory or self._local_evaluator
         self.observation_space = spaces.Text(max_length=max_obs_chars, min_length=0, charset=CHARSET)
         self.action_space = spaces.Text(max_length=max_action_chars, min_length=0, charset=CHARSET)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import pickle
 import shutil
 import signal
 import subprocess
@@ -216,7 +217,7 @@ def test_env_made_with_gym_make_evaluates_through_the_service(service: Service, 
         backend="cpu",
         eval_config=config,
         max_turns=20,
-        evaluator_factory=ServiceEvaluatorFactory(str(service.socket)),
+        service_socket=str(service.socket),  # the shorthand for evaluator_factory=ServiceEvaluatorFactory(...)
     )
     try:
         env.reset(options={"task_id": RELU})
@@ -228,6 +229,9 @@ def test_env_made_with_gym_make_evaluates_through_the_service(service: Service, 
         env.close()
     assert terminated and info["tier"] >= 1 and reward == info["tier"], info
     assert info["result"]["stage"] == "submit" and info["result"]["verify"]["status"] == "ok"
+    # the factory behind service_socket travels to vector-env workers
+    factory = pickle.loads(pickle.dumps(ServiceEvaluatorFactory(str(service.socket))))
+    assert factory.socket_path == str(service.socket)
 
 
 def wait_stopped(pid: int) -> None:
