@@ -141,8 +141,12 @@ class LocalEvaluator:
         return self.builder.build(workspace)
 
     def _child_env(self) -> dict[str, str]:
+        """Environment additions for candidate processes. On the cpu backend they see no GPU, also on a
+        machine that has one: they need none, and the sandbox's namespaces apply only where none is seen."""
         env = {"TORCH_EXTENSIONS_DIR": str(self.cache_dir / "torch_extensions")}
-        if self.backend.is_cuda and self.backend.arch.startswith("sm_"):
+        if not self.backend.is_cuda:
+            env["CUDA_VISIBLE_DEVICES"] = ""
+        elif self.backend.arch.startswith("sm_"):
             digits = self.backend.arch[3:]
             env["TORCH_CUDA_ARCH_LIST"] = f"{digits[:-1]}.{digits[-1]}"
         return env
