@@ -102,11 +102,14 @@ class ReferenceServer:
             ]
         return inputs
 
-    def prepare(self, key: str, seed: int, kind: str, transport: str, path: str = "") -> dict[str, Any]:
+    def prepare(
+        self, key: str, seed: int, kind: str, transport: str, path: str = "", keep_output: bool = True
+    ) -> dict[str, Any]:
         """Draws input set ``key`` from ``seed``, computes and keeps its reference output, and hands the
         inputs over: written to ``path`` ("file") or into the shared input buffers ("ipc"), whose output
         buffers are then poisoned. A private copy of the inputs stays here (baselines, unchanged-inputs
-        check). Returns how the candidate finds its inputs and where it puts its outputs."""
+        check). ``keep_output=False``: the set is only timed, its reference output is not kept (device
+        memory). Returns how the candidate finds its inputs and where it puts its outputs."""
         import torch
 
         inputs = to_device(self.draw_inputs(seed, kind), self.device, self.dtype)
@@ -120,9 +123,13 @@ class ReferenceServer:
         moved = sum(x.nbytes for x in [*inputs, *(_flatten(out) or [])] if isinstance(x, torch.Tensor))
         if transport == "ipc" and self.device.startswith("cuda"):
             spec = self._share(key, inputs)
+            if not keep_output:
+                self.outputs.pop(key, None)
             if spec is not None:
                 return {"ok": True, "finite": finite, "bytes": moved, "transport": "ipc", **spec}
             self.transport[key] = "file"
+        if not keep_output:
+            self.outputs.pop(key, None)
         torch.save(_cpu(inputs), path)
         return {
             "ok": True,
@@ -237,8 +244,8 @@ class ReferenceServer:
                 return None, f"output {i}: dtype {item.get('dtype')}, expected {buffer.dtype}"
             if item.get("device") != "cuda":
                 return None, f"output {i}: device {item.get('device')}, expected cuda"
-        actual = [b.clone() for b in receivers]
-        return (actual[0] if container == "Tensor" else type(expected)(actual)), ""
+        # compared in place, no copy: a candidate that writes into them meanwhile can only spoil its own result
+        return (receivers[0] if container == "Tensor" else type(expected)(receivers)), ""
 
     def compile_reference(self, key: str) -> dict[str, Any]:
         """Compiles the reference with torch.compile and runs it once on input set ``key`` (code generation
