@@ -50,12 +50,15 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
             from cudagym.service import ServiceEvaluatorFactory
 
             factory = ServiceEvaluatorFactory(options["socket"])
+        from cudagym.evaluator import EvalConfig
+
         env = gym.make(
             "cudagym:CudaKernel-v0",
             backend=options["backend"],
             max_turns=1_000_000,
             cache_dir=options["cache_dir"],
             evaluator_factory=factory,
+            eval_config=EvalConfig(prestart=options.get("prestart", EvalConfig.prestart)),
         )
         task = load("builtin").get(task_id)
         files = solution_files(task, env.unwrapped.backend.name)
@@ -200,6 +203,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "max_cycles": args.max_cycles or sys.maxsize,
         "setup_timeout": args.setup_timeout,
         "socket": None,
+        "prestart": args.prestart,
         "run": secrets.token_hex(4),  # in every edit, so that no run reuses another's objects
     }
     server = None
@@ -288,6 +292,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the cache warm-up round")
     parser.add_argument("--cache-dir", help="build and baseline cache (default: the usual cache directory)")
     parser.add_argument("--setup-timeout", type=float, default=600.0, help="seconds for the envs' setup")
+    parser.add_argument(
+        "--prestart",
+        type=int,
+        default=2,
+        help="candidate processes each env keeps started ahead (EvalConfig.prestart; 1 saves memory at 16 envs)",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     args.levels = [int(v) for v in args.levels.split(",") if v.strip()]
