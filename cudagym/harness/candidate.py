@@ -33,7 +33,7 @@ from typing import Any
 
 from common import Channel, configure_threads, describe_exception, load_module, synchronize, to_device
 from timing import TimingConfig, time_callable
-from transfer import IpcOpener
+from transfer import IpcOpener, same_values
 
 
 def load_extension(path: str) -> Any:
@@ -319,7 +319,7 @@ def run_once(
     out, ops = record_ops(call) if command.get("observe") else (call(), None)
     synchronize(device)
     meta = hand_over(out, command["output"], values, inputs.opener, device)
-    changed = [i for i, (a, b) in enumerate(zip(before, tensors, strict=False)) if not _same(a, b)]
+    changed = [i for i, (a, b) in enumerate(zip(before, tensors, strict=False)) if not same_values(a, b)]
     channel.send(
         stage="checked",
         key=command["key"],
@@ -344,14 +344,6 @@ def time_model(
     synchronize(device)
     channel.send(stage="timed", median_ms=stats.median_ms, spread=stats.spread, reps=stats.reps, method=stats.method)
     channel.send(stage="kernels", kernels=kernel_breakdown(call, device), **watch.report())
-
-
-def _same(a: Any, b: Any) -> bool:
-    import torch
-
-    if a.is_floating_point():
-        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
-    return bool(torch.equal(a, b))
 
 
 def kernel_breakdown(call: Any, device: str, runs: int = 3) -> list[dict[str, Any]]:

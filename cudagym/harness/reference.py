@@ -121,15 +121,12 @@ class ReferenceServer:
         self.transport[key] = transport
         finite = _all_finite(out)
         moved = sum(x.nbytes for x in [*inputs, *(_flatten(out) or [])] if isinstance(x, torch.Tensor))
-        if transport == "ipc" and self.device.startswith("cuda"):
-            spec = self._share(key, inputs)
-            if not keep_output:
-                self.outputs.pop(key, None)
-            if spec is not None:
-                return {"ok": True, "finite": finite, "bytes": moved, "transport": "ipc", **spec}
-            self.transport[key] = "file"
+        spec = self._share(key, inputs) if transport == "ipc" and self.device.startswith("cuda") else None
         if not keep_output:
             self.outputs.pop(key, None)
+        if spec is not None:
+            return {"ok": True, "finite": finite, "bytes": moved, "transport": "ipc", **spec}
+        self.transport[key] = "file"
         torch.save(_cpu(inputs), path)
         return {
             "ok": True,

@@ -17,6 +17,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.results import IntegrityFinding
 
 # aten operators that create, view, move or copy data without computing anything from it.
@@ -36,6 +37,8 @@ CONV_OPS = frozenset(
     "conv_transpose3d mkldnn_convolution _convolution_mode cudnn_convolution_transpose".split()
 )
 
+MAX_LIBRARY_SHARE = 0.1  # of the GPU time, in torch/library kernels that compute (not fills or copies)
+
 # Device kernels that belong to torch or vendor libraries, not to the candidate's extension.
 LIBRARY_KERNEL = re.compile(
     r"(^|[\s<(:])(at::|c10::|cutlass|cublas|cudnn|sm\d+_xmma|ampere_|volta_|turing_|hopper_|nvjet|gemv|gemmk|"
@@ -50,7 +53,7 @@ def _name(op: str) -> str:
     return op.partition("::")[2].split(".")[0] or op
 
 
-def torch_compute(ops: Iterable[str] | None, policy: Any) -> IntegrityFinding:
+def torch_compute(ops: Iterable[str] | None, policy: IntegrityPolicy) -> IntegrityFinding:
     """Catalogue #1: torch computing the answer. Aten operators dispatched during a forward call must
     be ones the policy allows (creation, views, copies), or GEMM/convolution where it allows cuBLAS/cuDNN."""
     if ops is None:
@@ -58,14 +61,12 @@ def torch_compute(ops: Iterable[str] | None, policy: Any) -> IntegrityFinding:
 
     def allowed(op: str) -> bool:
         base = _name(op)
-        if getattr(policy, "allow_cublas", False) and base in GEMM_OPS:
+        if (policy.allow_cublas and base in GEMM_OPS) or (policy.allow_cudnn and base in CONV_OPS):
             return True
-        if getattr(policy, "allow_cudnn", False) and base in CONV_OPS:
-            return True
-        if hasattr(policy, "allows_aten_op") and policy.allows_aten_op(op):
+        if policy.allows_aten_op(op):
             return True
         # the decomposed forms of allocation and copies (zeros -> zero_, contiguous -> clone, ...)
-        return base in DATA_OPS and not (hasattr(policy, "denies") and policy.denies(op, f"aten::{base}"))
+        return base in DATA_OPS and not policy.denies(op, f"aten::{base}")
 
     compute = sorted({_name(op) for op in ops if op.startswith("aten::") and not allowed(op)})
     if not compute:
@@ -135,7 +136,7 @@ def deterministic(same: bool | None) -> IntegrityFinding:
     return IntegrityFinding("deterministic", True, "" if same else "not observed in this stage")
 
 
-def own_kernels(kernels: list[dict[str, Any]], device_is_cuda: bool, policy: Any) -> IntegrityFinding:
+def own_kernels(kernels: list[dict[str, Any]], device_is_cuda: bool, policy: IntegrityPolicy) -> IntegrityFinding:
     """Catalogues #1 and #4: on the GPU, the time must be spent in the candidate's own kernels.
 
     A profile with no kernel of the candidate's own (a decoy: defined, never launched) fails, and so
@@ -156,8 +157,7 @@ def own_kernels(kernels: list[dict[str, Any]], device_is_cuda: bool, policy: Any
             "none of the GPU time was spent in kernels of your extension (only library kernels ran); "
             "your kernels must do the work",
         )
-    limit = float(getattr(policy, "max_library_share", 0.1))
-    if library_share > limit:
+    if library_share > MAX_LIBRARY_SHARE:
         return IntegrityFinding(
             "time_in_own_kernels",
             False,
@@ -167,11 +167,11 @@ def own_kernels(kernels: list[dict[str, Any]], device_is_cuda: bool, policy: Any
     return IntegrityFinding("time_in_own_kernels", True, f"{sum(k['share'] for k in own):.0%} in own kernels")
 
 
-def _allowed_library(kernel: dict[str, Any], policy: Any) -> bool:
+def _allowed_library(kernel: dict[str, Any], policy: IntegrityPolicy) -> bool:
     name = kernel["name"].lower()
     gemm = any(s in name for s in ("gemm", "cublas", "xmma", "nvjet", "cutlass", "sgemm", "hgemm"))
     conv = any(s in name for s in ("cudnn", "conv", "implicit_gemm", "winograd"))
-    return (gemm and getattr(policy, "allow_cublas", False)) or (conv and getattr(policy, "allow_cudnn", False))
+    return (gemm and policy.allow_cublas) or (conv and policy.allow_cudnn)
 
 
 ROOFLINE_SLACK = 0.7  # writes that land in L2, clock and measurement effects: fail only well below the floor

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from cudagym_testing import RELU, relu_solution, write_all
+from cudagym_testing import RELU, relu_solution, with_binding_forward, write_all
 
 from cudagym.baselines import tool_call
 from cudagym.envs import CudaKernelEnv
@@ -26,12 +26,7 @@ def model_new(forward_body: str, prelude: str = "") -> str:
 
 
 def with_binding(body: str) -> dict[str, str]:
-    """The ReLU solution with the binding's forward function replaced by ``body``."""
-    files = relu_solution()
-    binding = files["kernels/relu_binding.cpp"]
-    start, end = binding.index("// Checks the input"), binding.index("static void bind")
-    files["kernels/relu_binding.cpp"] = binding[:start] + body + "\n" + binding[end:]
-    return files
+    return with_binding_forward(relu_solution(), body)
 
 
 def with_model(source: str) -> dict[str, str]:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from pathlib import Path
 
 import pytest
+from cudagym_testing import relu_solution, write_all
 
 from cudagym.backends import query_gpu
 from cudagym.baselines import solution_files, tool_call
@@ -94,16 +94,6 @@ EXPECTED = {
 }
 
 
-def relu_cuda_solution() -> dict[str, str]:
-    root = Path(BUILTIN.get(RELU).solutions["cuda"])
-    return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
-
-
-def write_all(env: CudaKernelEnv, files: dict[str, str]) -> None:
-    for path, content in files.items():
-        assert env.step(tool_call("write_file", path=path, content=content))[4]["status"] == "ok"
-
-
 @pytest.fixture(scope="module")
 def env():
     environment = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=GPU_CONFIG)
@@ -113,7 +103,7 @@ def env():
 
 def test_compile_reports_ptxas_resources(env: CudaKernelEnv) -> None:
     env.reset(options={"task_id": RELU})
-    write_all(env, relu_cuda_solution())
+    write_all(env, relu_solution("cuda"))
     obs, _, _, _, info = env.step(tool_call("compile"))
     assert info["status"] == "ok", obs
     assert "kernel resources (ptxas)" in obs and "relu_vec4_kernel" in obs
@@ -122,7 +112,7 @@ def test_compile_reports_ptxas_resources(env: CudaKernelEnv) -> None:
 
 def test_wrong_kernel_gets_minus_one_with_the_mismatch(env: CudaKernelEnv) -> None:
     env.reset(options={"task_id": RELU})
-    files = relu_cuda_solution()
+    files = relu_solution("cuda")
     files["kernels/relu.cu"] = files["kernels/relu.cu"].replace("fmaxf(v, 0.0f)", "fmaxf(v, -0.5f)")
     write_all(env, files)
     obs, reward, terminated, _, info = env.step(tool_call("submit"))
@@ -132,7 +122,7 @@ def test_wrong_kernel_gets_minus_one_with_the_mismatch(env: CudaKernelEnv) -> No
 
 def test_unwritten_outputs_fail_through_poisoning(env: CudaKernelEnv) -> None:
     env.reset(options={"task_id": RELU})
-    files = relu_cuda_solution()
+    files = relu_solution("cuda")
     files["kernels/relu.cu"] = files["kernels/relu.cu"].replace(
         "const int64_t n4 = aligned ? n / 4 : 0;", "n = n / 2; const int64_t n4 = aligned ? n / 4 : 0;"
     )
@@ -147,7 +137,7 @@ def test_gpu_faults_are_survived(fault: str) -> None:
     env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
     try:
         env.reset(options={"task_id": RELU})
-        files = relu_cuda_solution()
+        files = relu_solution("cuda")
         files["kernels/relu.cu"] = KERNELS[fault]
         write_all(env, files)
         obs, reward, terminated, _, info = env.step(tool_call("verify"))
@@ -156,7 +146,7 @@ def test_gpu_faults_are_survived(fault: str) -> None:
         assert not terminated and reward == 0
         # the same env completes a correct episode afterwards
         env.reset(options={"task_id": RELU})
-        write_all(env, relu_cuda_solution())
+        write_all(env, relu_solution("cuda"))
         _, reward, terminated, _, info = env.step(tool_call("submit"))
         assert terminated and info["tier"] >= 1, info["result"]["message"]
     finally:
@@ -181,7 +171,7 @@ __global__ void slow_relu(const float* x, float* y, int64_t n) {{
 
 def test_work_on_a_side_stream_is_timed_in_full(env: CudaKernelEnv) -> None:
     env.reset(options={"task_id": RELU})
-    files = relu_cuda_solution()
+    files = relu_solution("cuda")
     files["kernels/relu.cu"] = SIDE_STREAM
     write_all(env, files)
     obs, _, _, _, info = env.step(tool_call("profile"))
@@ -228,7 +218,7 @@ def test_single_file_load_inline_solution(env: CudaKernelEnv) -> None:
 
 def test_profile_with_ncu(env: CudaKernelEnv) -> None:
     env.reset(options={"task_id": RELU})
-    write_all(env, relu_cuda_solution())
+    write_all(env, relu_solution("cuda"))
     obs, _, _, _, info = env.step(tool_call("profile", ncu=True))
     assert info["status"] == "ok", obs
     assert "relu_vec4_kernel" in info["result"]["ncu"], info["result"]["ncu"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from test_cuda_backend import GPU_CONFIG, RELU, SMALL_RELU, relu_cuda_solution, write_all
+from cudagym_testing import relu_solution, with_binding_forward, write_all
+from test_cuda_backend import GPU_CONFIG, RELU, SMALL_RELU
 
 from cudagym.backends import query_gpu
 from cudagym.baselines import tool_call
@@ -56,13 +57,7 @@ torch::Tensor relu_forward(torch::Tensor x) {
 
 
 def with_binding(body: str) -> dict[str, str]:
-    """The ReLU solution with its binding's forward replaced by ``body``."""
-    files = relu_cuda_solution()
-    binding = files["kernels/relu_binding.cpp"]
-    start = binding.index("// Checks the input")
-    end = binding.index("static void bind")
-    files["kernels/relu_binding.cpp"] = binding[:start] + body + "\n" + binding[end:]
-    return files
+    return with_binding_forward(relu_solution("cuda"), body)
 
 
 @pytest.fixture(scope="module")
@@ -105,7 +100,7 @@ def test_both_transports_verify_a_correct_solution(transport: str) -> None:
     environment = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
     try:
         environment.reset(options={"task_id": RELU})
-        write_all(environment, relu_cuda_solution())
+        write_all(environment, relu_solution("cuda"))
         obs, _, _, _, info = environment.step(tool_call("verify"))
         assert info["status"] == "ok", obs
         assert all(f["passed"] for f in info["result"]["integrity"]), info["result"]["integrity"]

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
+from cudagym_testing import relu_solution
 
 from cudagym.backends import query_gpu
 from cudagym.baselines import tool_call
@@ -45,11 +45,6 @@ SWITCHES = {
 }  # fmt: skip
 
 
-def relu_cuda_solution() -> dict[str, str]:
-    root = Path(BUILTIN.get(RELU).solutions["cuda"])
-    return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
-
-
 @pytest.fixture
 def children() -> Iterator[list[Child]]:
     """Every Child started while the test runs."""
@@ -76,7 +71,7 @@ def test_a_cuda_candidate_runs_with_the_switch_on(name: str, children: list[Chil
     env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
     try:
         env.reset(options={"task_id": RELU})
-        for path, content in relu_cuda_solution().items():
+        for path, content in relu_solution("cuda").items():
             assert env.step(tool_call("write_file", path=path, content=content))[4]["status"] == "ok"
         obs, reward, terminated, _, info = env.step(tool_call("submit"))
         assert terminated and info["tier"] >= 1 and reward >= 1, obs
@@ -96,7 +91,7 @@ def test_by_default_gpu_candidates_get_no_namespaces(children: list[Child]) -> N
     env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=CONFIG)
     try:
         env.reset(options={"task_id": RELU})
-        for path, content in relu_cuda_solution().items():
+        for path, content in relu_solution("cuda").items():
             env.step(tool_call("write_file", path=path, content=content))
         obs, _, _, _, info = env.step(tool_call("verify"))
         assert info["status"] == "ok", obs
