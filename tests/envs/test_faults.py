@@ -275,18 +275,25 @@ def fault_config(fast_config: EvalConfig, namespaces: dict[str, bool]) -> EvalCo
     )
 
 
-@pytest.fixture(scope="module")
-def fault_env(fast_config: EvalConfig, cache_dir: Path) -> Iterator[tuple[CudaKernelEnv, Leftovers]]:
-    """The env of the fault suite, with every isolation this machine offers."""
+def recorded_env(
+    fast_config: EvalConfig, cache_dir: Path, namespaces: dict[str, bool], max_turns: int
+) -> Iterator[tuple[CudaKernelEnv, Leftovers]]:
+    """A warmed-up fault env and the record of what it started; after it, nothing of it may be left."""
     with recording(cache_dir) as record:
-        config = fault_config(fast_config, NAMESPACES_ON)
-        env = CudaKernelEnv([SMALL_RELU], backend="cpu", eval_config=config, max_turns=10_000)
+        config = fault_config(fast_config, namespaces)
+        env = CudaKernelEnv([SMALL_RELU], backend="cpu", eval_config=config, max_turns=max_turns)
         try:
             warm_up(env)
             yield env, record
         finally:
             env.close()
         assert_nothing_outlives(env, record)
+
+
+@pytest.fixture(scope="module")
+def fault_env(fast_config: EvalConfig, cache_dir: Path) -> Iterator[tuple[CudaKernelEnv, Leftovers]]:
+    """The env of the fault suite, with every isolation this machine offers."""
+    yield from recorded_env(fast_config, cache_dir, NAMESPACES_ON, max_turns=10_000)
 
 
 @pytest.fixture
@@ -492,15 +499,7 @@ def test_a_correct_episode_after_malformed_calls(env: CudaKernelEnv) -> None:
 @pytest.fixture(scope="module")
 def bare_env(fast_config: EvalConfig, cache_dir: Path) -> Iterator[tuple[CudaKernelEnv, Leftovers]]:
     """An env whose candidates get rlimits and scratch folders but no namespace (as where none is allowed)."""
-    with recording(cache_dir) as record:
-        config = fault_config(fast_config, NAMESPACES_OFF)
-        env = CudaKernelEnv([SMALL_RELU], backend="cpu", eval_config=config, max_turns=100)
-        try:
-            warm_up(env)
-            yield env, record
-        finally:
-            env.close()
-        assert_nothing_outlives(env, record)
+    yield from recorded_env(fast_config, cache_dir, NAMESPACES_OFF, max_turns=100)
 
 
 def test_without_namespaces_processes_that_leave_the_session_are_killed(
