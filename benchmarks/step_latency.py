@@ -247,7 +247,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from cudagym.backends import resolve_backend
     from cudagym.baselines.scripted import solution_files
-    from cudagym.evaluator import LocalEvaluator
+    from cudagym.evaluator import EvalConfig, LocalEvaluator
     from cudagym.tasks import load
     from cudagym.workspace import TEMPLATES, Workspace
 
@@ -261,7 +261,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         if "cudagym" in args.variants:
             first = "cudagym first" if args.cache_dir else "cudagym cold"
-            evaluator = LocalEvaluator(task, backend, cache_dir=args.cache_dir or scratch / "cache")
+            config = EvalConfig(prestart=args.prestart) if args.prestart is not None else None
+            evaluator = LocalEvaluator(task, backend, config, cache_dir=args.cache_dir or scratch / "cache")
             workspace = Workspace(task.source_for(backend.name), "step latency benchmark", root_dir=scratch)
             try:
                 for path, content in files.items():
@@ -357,6 +358,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage-timeout", type=float, default=900.0, help="seconds per naive stage process")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # a naive stage's own process
+    parser.add_argument("--prestart", type=int, help="candidate processes kept started ahead (EvalConfig.prestart)")
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

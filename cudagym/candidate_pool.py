@@ -7,7 +7,11 @@ used process that said it was done is killed by a background thread instead of b
 (tearing down a CUDA context takes about a second). The evaluator asks the pool to hold back both
 while it times (``start(refill=False)``, ``join_reapers``), so that no process starts or dies on the
 device during a timed run.
-"""
+
+With ``fork_server`` on (the default; ``$CUDAGYM_FORK_SERVER=0`` turns it off), candidates are forked from a server
+that imported torch once (``cudagym.forkserver``): a spare is then warm in the time its CUDA context takes to
+initialise instead of several seconds. The server starts with the pool's first spare and fills the pool once it is
+ready; if it cannot start (twice), the pool falls back to new interpreters and says why in ``fork_server_error``."""
 
 from __future__ import annotations
 
@@ -16,8 +20,9 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cudagym.backends import Backend
+from cudagym.forkserver import ForkServer, ForkServerError, fork_server_allowed
 from cudagym.results import Status
-from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, signal_name
+from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, scrubbed_env, signal_name
 from cudagym.text import clean
 
 if TYPE_CHECKING:
@@ -27,40 +32,83 @@ if TYPE_CHECKING:
 class CandidatePool:
     """The candidate processes of one evaluator (see the module docstring)."""
 
-    def __init__(self, backend: Backend, limits: ChildLimits, prestart: int, env: dict[str, str]) -> None:
+    def __init__(
+        self, backend: Backend, limits: ChildLimits, prestart: int, env: dict[str, str], *, fork_server: bool = True
+    ) -> None:
         self.backend = backend
         self.limits = limits
         self.env = env
         # on the CPU, processes warming up would share the cores with the timed runs: one ahead at most
         self.prestart = int(prestart) if backend.is_cuda else min(1, int(prestart))
+        self.fork_server = fork_server and fork_server_allowed()
+        self.fork_server_error = ""  # why candidates are not forked, when they should be
+        self._server: ForkServer | None = None
+        self._server_failures = 0
+        self._lock = threading.RLock()  # the fork server's readiness fills the pool from another thread
         self._spares: list[Child] = []
         self._running: list[Child] = []
         self._reapers: list[threading.Thread] = []
 
+    def _launcher(self) -> ForkServer | None:
+        """The fork server (started on first use), or None when candidates start as new interpreters."""
+        if not self.fork_server or self._server_failures >= 2:
+            return None
+        if self._server is None or not self._server.alive:
+            if self._server is not None:
+                self._server_failed(self._server, "the fork server exited")
+            self._server = ForkServer(scrubbed_env(self.backend.threads, self.env), on_ready=self._server_ready)
+        return self._server
+
+    def _server_ready(self, server: ForkServer) -> None:
+        with self._lock:
+            if self._server is server:
+                self.fill()
+
+    def _server_failed(self, server: ForkServer, why: str) -> None:
+        self._server_failures += 1
+        self.fork_server_error = why
+        server.close()
+        if self._server is server:
+            self._server = None
+
     def _new(self, prefix: tuple[str, ...] = ()) -> Child:
+        launcher = None if prefix else self._launcher()
+        if launcher is not None:
+            try:
+                return Child(
+                    "candidate", limits=self.limits, threads=self.backend.threads, env=self.env, launcher=launcher
+                )
+            except ForkServerError as exc:
+                self._server_failed(launcher, str(exc))
         return Child("candidate", limits=self.limits, threads=self.backend.threads, env=self.env, prefix=prefix)
 
     def fill(self) -> None:
-        """Starts candidate processes until ``prestart`` of them are warming or warm."""
-        for dead in [s for s in self._spares if not s.alive]:
-            dead.kill()
-            self._spares.remove(dead)
-        while len(self._spares) < self.prestart:
-            self._spares.append(self._new())
+        """Starts candidate processes until ``prestart`` of them are warming or warm (once the fork server
+        is ready, when there is one: it fills the pool itself when it gets there)."""
+        with self._lock:
+            for dead in [s for s in self._spares if not s.alive]:
+                dead.kill()
+                self._spares.remove(dead)
+            launcher = self._launcher()
+            if launcher is not None and not launcher.ready:
+                return
+            while len(self._spares) < self.prestart:
+                self._spares.append(self._new())
 
     def start(self, job: dict[str, Any], prefix: tuple[str, ...] = (), *, refill: bool = True) -> Child:
         """A single-use candidate with its job sent; it then waits for commands on stdin.
 
         It is the oldest spare when there is one, else a new process; ``prefix`` (a wrapper such as ncu)
         always gets a new one. ``refill=False``: no successor starts now (call :meth:`fill` later)."""
-        if prefix:
-            child = self._new(prefix)
-        else:
-            self.fill()
-            child = self._spares.pop(0) if self._spares else self._new()
-            if refill:
+        with self._lock:
+            if prefix:
+                child = self._new(prefix)
+            else:
                 self.fill()
-        self._running.append(child)
+                child = self._spares.pop(0) if self._spares else self._new()
+                if refill:
+                    self.fill()
+            self._running.append(child)
         child.send(job)
         return child
 
@@ -97,13 +145,15 @@ class CandidatePool:
 
     def discard(self, child: Child) -> None:
         """Kills a candidate that is still running (idempotent; one already being reaped is left to its reaper)."""
-        if child in self._running:
-            child.kill()
-            self._forget(child)
+        with self._lock:
+            if child in self._running:
+                child.kill()
+                self._forget(child)
 
     def _forget(self, child: Child) -> None:
-        if child in self._running:
-            self._running.remove(child)
+        with self._lock:
+            if child in self._running:
+                self._running.remove(child)
 
     def join_reapers(self, timeout: float = 10.0) -> None:
         """Waits until used candidates are gone (their CUDA contexts torn down)."""
@@ -112,12 +162,17 @@ class CandidatePool:
         self._reapers = [r for r in self._reapers if r.is_alive()]
 
     def close(self) -> None:
-        """Kills every candidate, running or spare, and waits for the reapers (idempotent)."""
-        for child in [*self._running, *self._spares]:
-            child.kill()
-        self._running.clear()
-        self._spares.clear()
-        self.join_reapers()
+        """Kills every candidate, running or spare, ends the fork server and waits for the reapers
+        (idempotent). A pool used again after ``close`` starts afresh."""
+        with self._lock:
+            for child in [*self._running, *self._spares]:
+                child.kill()
+            self._running.clear()
+            self._spares.clear()
+            if self._server is not None:
+                self._server.close()
+                self._server = None
+            self.join_reapers()
 
 
 def classify(child: Child, finished: bool, code: int | None, timeout: float) -> tuple[Status, str, str]:

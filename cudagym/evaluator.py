@@ -30,7 +30,7 @@ from typing import Any, Protocol
 from cudagym.backends import Backend
 from cudagym.build import Builder, BuildOptions, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
-from cudagym.gpu_lock import shared_slot, timing_slot
+from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.timing import TimingConfig
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
@@ -71,6 +71,7 @@ class EvalConfig:
     limits: ChildLimits = dataclasses.field(default_factory=ChildLimits)
     poison_bytes: int = 64 * 1024 * 1024  # cuda: NaN-filled device memory freed before each call
     prestart: int = 2  # candidates kept started ahead (torch imported, CUDA and its tracing initialised); cpu: <= 1
+    fork_server: bool = True  # fork candidates from a server that imported torch once (cudagym/forkserver.py)
     compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
     output_chars: int = 6000  # how much of a child's output an observation may carry
     transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
@@ -124,7 +125,9 @@ class LocalEvaluator:
         self._single_file_ok: set[str] = set()
         self._peak_bandwidth: float | None = None
         self._tampered: tuple[str, ...] = ()
-        self.pool = CandidatePool(backend, self.config.limits, self.config.prestart, self._child_env())
+        self.pool = CandidatePool(
+            backend, self.config.limits, self.config.prestart, self._child_env(), fork_server=self.config.fork_server
+        )
         self.last_static_findings: list[IntegrityFinding] = []  # one per static check, from the last precheck
 
     # -- compile -----------------------------------------------------------------------------------
@@ -144,6 +147,7 @@ class LocalEvaluator:
         """Environment additions for candidate processes. On the cpu backend they see no GPU, also on a
         machine that has one: they need none, and the sandbox's namespaces apply only where none is seen."""
         env = {"TORCH_EXTENSIONS_DIR": str(self.cache_dir / "torch_extensions")}
+        env.update(warmup_slot_env(self.backend, self.cache_dir))
         if not self.backend.is_cuda:
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.backend.arch.startswith("sm_"):

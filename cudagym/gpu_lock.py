@@ -42,6 +42,7 @@ from cudagym.backends import Backend
 
 LOCK_ENV = "CUDAGYM_TIMING_LOCK"
 JOURNAL_ENV = "CUDAGYM_TIMING_JOURNAL"
+WARMUP_SLOT_ENV = "CUDAGYM_WARMUP_SLOT"  # lock files a candidate takes a shared slot on while it warms up
 EXCLUSIVE = "exclusive"
 SHARED = "shared"
 _POLL_START_S = 0.001
@@ -200,9 +201,7 @@ def device_slot(
         finally:
             slot.released_at = time.time()
         return
-    folder = Path(cache_dir) / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    main_path, gate_path = folder / f"device-{key}.lock", folder / f"device-{key}.gate"
+    main_path, gate_path = _paths(cache_dir, key)
     start = time.monotonic()
     deadline = start + timeout
     what = f"{mode} slot of {key}"
@@ -223,6 +222,28 @@ def device_slot(
             del held[key]
             fcntl.flock(main.fileno(), fcntl.LOCK_UN)
             _journal(slot)
+
+
+def _paths(cache_dir: str | Path, key: str) -> tuple[Path, Path]:
+    """The lock file and the turnstile file of device ``key`` (created when missing)."""
+    folder = Path(cache_dir) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = folder / f"device-{key}.lock", folder / f"device-{key}.gate"
+    for path in paths:
+        path.touch(exist_ok=True)
+    return paths
+
+
+def warmup_slot_env(backend: Backend, cache_dir: str | Path, enabled: bool | None = None) -> dict[str, str]:
+    """``{WARMUP_SLOT_ENV: "LOCK:GATE"}`` for candidate processes, or ``{}`` when slots do not lock.
+
+    A candidate initialises its CUDA context and the profiler's CUDA tracing in a shared slot of its
+    device (``harness/candidate.py`` takes it with the same turnstile protocol), so that a process warming
+    up never overlaps a timed run on that GPU, whichever environment it belongs to."""
+    if not locking_enabled(backend, enabled):
+        return {}
+    main_path, gate_path = _paths(cache_dir, device_identity(backend))
+    return {WARMUP_SLOT_ENV: f"{main_path}:{gate_path}"}
 
 
 def timing_slot(

@@ -29,7 +29,10 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from cudagym.forkserver import ForkedProcess, ForkServer
 
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 ENV_ALLOW = (
@@ -70,9 +73,9 @@ class ChildLimits:
 
     The three isolation switches apply to candidate processes only (the reference process is trusted),
     and only where the machine allows them (``isolation_status()``; an unavailable one is recorded in
-    ``Child.isolation.notes``, never an error). ``True``: on; ``False``: off; ``"auto"``: on for
-    candidates that see no NVIDIA device (their combination with the CUDA driver and CUDA IPC is checked
-    by ``tests/gpu/test_isolation.py`` before it is switched on there):
+    ``Child.isolation.notes``, never an error). ``True`` or ``"auto"`` (the default): on; ``False``: off.
+    They hold for GPU candidates too (the CUDA driver, CUDA IPC with the reference process and nvcc-built
+    extensions work inside them: ``tests/gpu/test_isolation.py``):
 
     * ``isolate_network``: a user and a network namespace with no interface up, so no connection can
       be made (not even to this machine's loopback);
@@ -193,9 +196,8 @@ def resolve_isolation(
     }
     if role != "candidate" or not any(on is not False for on in switches.values()):
         return Isolation()
-    gpu = sees_gpu(env)
-    wanted = {name: on is True or (on == AUTO and not gpu) for name, on in switches.items()}
-    notes = [f"{name} off by default where a GPU is visible" for name, on in switches.items() if on == AUTO and gpu]
+    wanted = {name: on is not False for name, on in switches.items()}
+    notes: list[str] = []
     if prefix:
         notes.append(f"no namespaces for a run wrapped by {Path(prefix[0]).name} (it needs the host's)")
         return Isolation(notes=tuple(notes))
@@ -311,7 +313,7 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _abandon(owner: int, proc: subprocess.Popen[bytes], sandbox_id: str, scratch: str | None) -> None:
+def _abandon(owner: int, proc: subprocess.Popen[bytes] | ForkedProcess, sandbox_id: str, scratch: str | None) -> None:
     """What ``Child.kill`` does, for a child nobody killed: its group (while the process is not yet reaped,
     its id is still its own), whatever carries its sandbox id, and its scratch folder. Only in the process
     that started it (not in a fork of that process)."""
@@ -383,6 +385,10 @@ class Child:
     Every child carries ``CUDAGYM_SANDBOX_ID`` in its environment, so that ``kill`` finds what it left
     behind. A candidate also gets a private scratch folder as HOME and TMPDIR (removed by ``kill``), the
     address-space cap of ``ChildLimits.memory_bytes`` and the namespaces of ``isolation``.
+
+    With a ``launcher`` (``cudagym.forkserver.ForkServer``) the child is forked from that warm server
+    instead of started as a new interpreter (``forked`` says which); a ``prefix`` (a wrapper such as ncu)
+    always gets a new interpreter.
     """
 
     def __init__(
@@ -394,6 +400,7 @@ class Child:
         env: dict[str, str] | None = None,
         cwd: str | Path | None = None,
         prefix: tuple[str, ...] = (),
+        launcher: ForkServer | None = None,
     ) -> None:
         self.role = role
         self.started = time.monotonic()
@@ -412,25 +419,19 @@ class Child:
             limits, role=role, env=child_env, prefix=prefix, writable=tuple(w for w in writable if w)
         )
         spec = child_spec(limits, role=role, memory_bytes=self.memory_bytes, isolation=self.isolation)
-        read_fd, write_fd = os.pipe()
+        self.forked = launcher is not None and not prefix
         try:
-            self.proc = subprocess.Popen(
-                [*prefix, sys.executable, "-B", str(HARNESS_DIR / "child.py"), role, str(write_fd), spec],
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
-                start_new_session=True,
-                env=child_env,
-                cwd=str(cwd) if cwd else None,
-            )
+            if launcher is not None and not prefix:
+                self.proc: subprocess.Popen[bytes] | ForkedProcess = launcher.spawn(
+                    role, spec, env=child_env, cwd=str(cwd) if cwd else None
+                )
+                read_fd = self.proc.channel
+            else:
+                read_fd, self.proc = self._popen(role, spec, child_env, cwd, prefix)
         except BaseException:
-            os.close(read_fd)
             if self.scratch is not None:
                 shutil.rmtree(self.scratch, ignore_errors=True)
             raise
-        finally:
-            os.close(write_fd)
         self._channel = os.fdopen(read_fd, "rb", buffering=0)
         self._buffer = b""
         self._selector = selectors.DefaultSelector()
@@ -442,6 +443,30 @@ class Child:
         self._finalizer = weakref.finalize(self, _abandon, os.getpid(), self.proc, self.sandbox_id, self.scratch)
         self.output = OutputCapture(self.proc.stdout)
         self.messages: list[dict[str, Any]] = []
+
+    @staticmethod
+    def _popen(
+        role: str, spec: str, env: dict[str, str], cwd: str | Path | None, prefix: tuple[str, ...]
+    ) -> tuple[int, subprocess.Popen[bytes]]:
+        """A freshly started interpreter running ``child.py``; returns (channel read end, process)."""
+        read_fd, write_fd = os.pipe()
+        try:
+            proc = subprocess.Popen(
+                [*prefix, sys.executable, "-B", str(HARNESS_DIR / "child.py"), role, str(write_fd), spec],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+                start_new_session=True,
+                env=env,
+                cwd=str(cwd) if cwd else None,
+            )
+        except BaseException:
+            os.close(read_fd)
+            raise
+        finally:
+            os.close(write_fd)
+        return read_fd, proc
 
     def send(self, payload: dict[str, Any], *, close_stdin: bool = False) -> None:
         assert self.proc.stdin is not None

@@ -6,6 +6,9 @@ import dataclasses
 import time
 from typing import Any
 
+import pytest
+
+from cudagym import forkserver
 from cudagym.backends import resolve_backend
 from cudagym.candidate_pool import CandidatePool, Phases, classify
 from cudagym.results import Status
@@ -35,14 +38,36 @@ def test_how_a_stage_ended_is_classified() -> None:
     assert classify(Reported([{"stage": "load"}]), True, 3, 10)[0] is Status.CRASH
 
 
-def test_spares_are_started_ahead_and_none_survive_close() -> None:
-    pool = CandidatePool(resolve_backend("cpu"), ChildLimits(), prestart=3, env={})
+def spares_of(pool: CandidatePool, timeout: float = 120.0) -> list[Any]:
+    """The pool's spares once there are any (a fork server fills the pool when it is ready)."""
+    deadline = time.monotonic() + timeout
+    while not pool._spares and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return list(pool._spares)
+
+
+@pytest.mark.parametrize("fork_server", [True, False], ids=["forked", "new-interpreter"])
+def test_spares_are_started_ahead_and_none_survive_close(fork_server: bool) -> None:
+    pool = CandidatePool(resolve_backend("cpu"), ChildLimits(), prestart=3, env={}, fork_server=fork_server)
     assert pool.prestart == 1  # on the CPU, warming processes would share the cores with timed runs
     pool.fill()
-    spare = pool._spares[0]
+    (spare,) = spares_of(pool)
+    assert spare.forked is fork_server and not pool.fork_server_error
     assert spare.receive(time.monotonic() + 60) == {"stage": "warm"}  # torch imported, waiting for a job
+    server = pool._server
     pool.close()
     assert not spare.alive and not pool._spares
+    assert server is None or server.proc.poll() is not None
+
+
+def test_a_pool_whose_fork_server_cannot_start_falls_back_to_new_interpreters(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(forkserver, "READY_TIMEOUT_S", 0.0)  # the server is never ready in time
+    pool = CandidatePool(resolve_backend("cpu"), ChildLimits(), prestart=1, env={})
+    try:
+        child = pool.start({"mode": "import", "workspace": "/nonexistent"})
+        assert not child.forked and "not ready" in pool.fork_server_error
+    finally:
+        pool.close()
 
 
 def test_phases_are_kept_in_order() -> None:

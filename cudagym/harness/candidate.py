@@ -31,7 +31,7 @@ import threading
 import time
 from typing import Any
 
-from common import Channel, configure_threads, describe_exception, load_module, synchronize, to_device
+from common import Channel, configure_threads, describe_exception, load_module, synchronize, to_device, warmup_slot
 from timing import TimingConfig, time_callable
 from transfer import IpcOpener, same_values
 
@@ -397,11 +397,18 @@ def warm_profiler() -> None:
 
 
 def main(channel: Channel) -> None:
-    """Imports torch first, then waits for the job: a process can be started ahead of its stage."""
+    """Imports torch first, then waits for the job: a process can be started ahead of its stage.
+
+    The CUDA context is created in a shared slot of the device (``CUDAGYM_WARMUP_SLOT``, see
+    ``cudagym/gpu_lock.py``), so that no context is set up on a GPU while another process times there;
+    the profiler's initialisation that follows is the process's own and needs no slot."""
     import torch
 
     if torch.cuda.is_available():
-        torch.cuda.init()
+        with warmup_slot(os.environ.pop("CUDAGYM_WARMUP_SLOT", "")):
+            torch.cuda.init()
+            torch.zeros(1, device="cuda")
+            torch.cuda.synchronize()
         warm_profiler()
     watch = Watch()
     channel.send(stage="warm")

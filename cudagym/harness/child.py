@@ -178,8 +178,15 @@ def enter_sandbox(spec: dict[str, Any], *, strict: bool) -> tuple[dict[str, str]
         supervise(reaper, read_end)
     os.close(read_end)
     libc.die_with_parent()
+
+    def private_proc() -> None:
+        if not spec.get("readonly"):  # a mount namespace of its own, so that the new /proc is seen only here
+            libc.unshare(CLONE_NEWNS, "CLONE_NEWNS")
+            libc.mount(None, "/", None, MS_REC | MS_PRIVATE)
+        libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC)
+
     if spec.get("proc"):
-        step("proc", lambda: libc.mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC))
+        step("proc", private_proc)
     if spec.get("pid_max"):
         step("pid_max", lambda: write_text("/proc/sys/kernel/pid_max", str(int(spec["pid_max"]))))
     candidate = os.fork()
@@ -302,15 +309,15 @@ def probe(spec: dict[str, Any]) -> NoReturn:
     os._exit(0)
 
 
-def main() -> None:
-    role = sys.argv[1]
-    spec = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+def run_role(role: str, channel_fd: int, spec: dict[str, Any]) -> None:
+    """Enters the sandbox and limits of ``spec``, then serves as ``role`` on the channel ``channel_fd``
+    (the whole life of a child; also what a process forked by the fork server runs)."""
     if role == "probe":
         probe(spec)
     prepare(spec)
     from common import Channel
 
-    channel = Channel(int(sys.argv[2]))
+    channel = Channel(channel_fd)
     if role == "reference":
         from reference import ReferenceServer
 
@@ -322,6 +329,11 @@ def main() -> None:
         candidate.main(channel)
     else:
         raise SystemExit(f"unknown role {role!r}")
+
+
+def main() -> None:
+    spec = json.loads(sys.argv[3]) if len(sys.argv) > 3 else {}
+    run_role(sys.argv[1], int(sys.argv[2]) if sys.argv[2].isdigit() else -1, spec)
 
 
 if __name__ == "__main__":

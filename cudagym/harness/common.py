@@ -3,12 +3,16 @@ and torch; the children run this folder as top-level modules (``python child.py`
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import random
 import sys
+import time
 import traceback
 import types
+from collections.abc import Iterator
 from typing import Any
 
 CUDA_ERROR_NAMES = (
@@ -36,6 +40,43 @@ class Channel:
     def send(self, **message: Any) -> None:
         self._file.write(json.dumps(message, default=str) + "\n")
         self._file.flush()
+
+
+@contextlib.contextmanager
+def warmup_slot(paths: str, timeout: float = 900.0) -> Iterator[None]:
+    """A shared slot of the device for the ``with`` block (``paths``: "LOCK:GATE", empty: no slot).
+
+    The protocol of ``cudagym.gpu_lock.device_slot`` in shared mode: through the turnstile (queued timing
+    jobs go first), then a shared ``flock`` on the lock file. Past ``timeout`` the block runs anyway."""
+    if not paths:
+        yield
+        return
+    main_path, gate_path = paths.rsplit(":", 1)
+    with open(main_path, "rb") as main, open(gate_path, "rb") as gate:
+        deadline = time.monotonic() + timeout
+        locked = poll_flock(gate.fileno(), fcntl.LOCK_EX, deadline)
+        try:
+            locked = poll_flock(main.fileno(), fcntl.LOCK_SH, deadline) and locked
+        finally:
+            fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
+        try:
+            yield
+        finally:
+            fcntl.flock(main.fileno(), fcntl.LOCK_UN)
+
+
+def poll_flock(fd: int, operation: int, deadline: float) -> bool:
+    """Takes ``operation`` on ``fd`` when it can before ``deadline`` (monotonic); False when it could not."""
+    pause = 0.001
+    while True:
+        try:
+            fcntl.flock(fd, operation | fcntl.LOCK_NB)
+            return True
+        except BlockingIOError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(pause)
+            pause = min(pause * 2, 0.01)
 
 
 def load_module(name: str, source: str, filename: str) -> types.ModuleType:

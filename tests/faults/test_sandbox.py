@@ -116,3 +116,29 @@ def test_a_child_dropped_without_kill_takes_its_processes_and_scratch_with_it() 
     while sandbox_processes(sandbox_id) and time.monotonic() < deadline:
         time.sleep(0.05)  # killed; the kernel takes a moment to take a PID namespace down
     assert sandbox_processes(sandbox_id) == []
+
+
+ONE_SWITCH = {
+    "network": ("isolate_network", ("network",)),
+    "processes": ("isolate_processes", ("pids", "proc")),
+    "readonly": ("readonly_filesystem", ("readonly",)),
+}
+
+
+@pytest.mark.parametrize("name", list(ONE_SWITCH))
+def test_each_namespace_switch_works_on_its_own(name: str) -> None:
+    """A PID namespace without the read-only file system still gets its private /proc (a mount namespace of
+    its own), and every switch alone leaves a candidate able to start."""
+    switch, steps = ONE_SWITCH[name]
+    status = isolation_status()
+    if not all(status.works(step) for step in ("user", *steps)):
+        pytest.skip(f"{name} is not available on this machine")
+    off = {"isolate_network": False, "isolate_processes": False, "readonly_filesystem": False}
+    child = Child("candidate", limits=ChildLimits(**{**off, switch: True}), threads=1, env=NO_GPU)
+    try:
+        assert child.receive(time.monotonic() + 120) == {"stage": "warm"}, child.output.text()
+        assert child.isolation.any and child.isolation.summary().startswith(
+            {"network": "network namespace", "processes": "PID namespace", "readonly": "read-only"}[name]
+        )
+    finally:
+        child.kill()

@@ -1,0 +1,215 @@
+"""The fork server: imports torch and the harness once, then forks a fresh candidate process per request.
+
+Started by ``cudagym.forkserver.ForkServer`` as ``python forkserver.py FD`` (FD: its end of a ``SOCK_SEQPACKET``
+socket pair). Importing torch costs seconds per process; a fork costs milliseconds. CUDA is never touched here, so
+every forked candidate initialises its own CUDA context after the fork (a CUDA context does not survive ``fork``), and
+nothing one candidate does reaches the next: each is a new process, used once, then killed.
+
+Protocol (JSON, one message per packet):
+
+* server -> client, once: ``{"ready": true, "pid": P}`` (or ``{"ready": false, "error": ...}``);
+* client -> server: ``{"op": "spawn", "id": N, "role": ..., "spec": SPEC, "env": {...}, "cwd": ...}``
+  with three file descriptors attached (the child's stdin, its stdout/stderr, its private channel);
+* server -> client: ``{"id": N, "pid": P}`` (or ``{"id": N, "error": ...}``), and when that process
+  ends ``{"exit": P, "status": WAIT_STATUS}``.
+
+The child becomes what ``python child.py ROLE FD SPEC`` would be: a new session, its own environment,
+the sandbox and rlimits of SPEC (``child.prepare``), then its role. The server is the child subreaper of
+everything below it: a process a candidate orphaned (a double fork) is re-parented here and killed.
+When the client's end of the socket closes, the server kills its children and exits.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import io
+import json
+import os
+import selectors
+import signal
+import socket
+import sys
+import tempfile
+import traceback
+import warnings
+from typing import Any, NoReturn
+
+PR_SET_CHILD_SUBREAPER = 36
+MAX_PACKET = 1 << 20
+ORPHAN_SCAN_S = 0.25
+
+
+def warm_up() -> None:
+    """Imports what every candidate needs before its job arrives, without touching CUDA or the profiler.
+
+    No profiling session runs here, not even a CPU-only one: on the H200 machine a process forked after
+    one hung in its own CUDA profiling session (the profiler's native state does not survive ``fork``)."""
+    import candidate  # noqa: F401  (the harness: common, timing, transfer)
+    import torch
+    import torch.utils._python_dispatch
+    import torch.utils.cpp_extension
+
+    if torch.cuda.is_initialized():
+        raise RuntimeError("CUDA was initialised in the fork server; forked candidates could not use it")
+
+
+def children_of(pid: int) -> set[int]:
+    """Direct children of ``pid`` (its own and re-parented orphans)."""
+    found: set[int] = set()
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                found.update(int(p) for p in f.read().split())
+    except OSError:
+        pass
+    return found
+
+
+def become_child(request: dict[str, Any], fds: list[int], server_fds: list[int]) -> NoReturn:
+    """In the forked process: the child ``python child.py ROLE FD SPEC`` would be. Never returns."""
+    try:
+        os.setsid()
+        signal.set_wakeup_fd(-1)
+        for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
+            signal.signal(sig, signal.SIG_DFL if sig != signal.SIGINT else signal.default_int_handler)
+        stdin_fd, stdout_fd, channel_fd = fds
+        for fd in server_fds:
+            os.close(fd)
+        os.dup2(stdin_fd, 0)
+        os.dup2(stdout_fd, 1)
+        os.dup2(stdout_fd, 2)
+        os.close(stdin_fd)
+        os.close(stdout_fd)
+        os.set_inheritable(channel_fd, True)
+        sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False))
+        sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True, line_buffering=True)
+        sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, line_buffering=True)
+        os.environ.clear()
+        os.environ.update(request["env"])
+        tempfile.tempdir = None  # TMPDIR is the candidate's own scratch folder
+        if request.get("cwd"):
+            os.chdir(request["cwd"])
+        spec = request["spec"]
+        sys.argv = [os.path.join(os.path.dirname(__file__), "child.py"), request["role"], str(channel_fd), spec]
+        import child
+
+        child.run_role(request["role"], channel_fd, json.loads(spec))
+        code = 0
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else 1
+    except BaseException:
+        traceback.print_exc()
+        code = 1
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    os._exit(code)
+
+
+class Server:
+    """The fork server's loop (see the module docstring)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self.children: set[int] = set()
+        self.read_wake, self.write_wake = os.pipe()
+        os.set_blocking(self.write_wake, False)
+        signal.set_wakeup_fd(self.write_wake)
+        signal.signal(signal.SIGCHLD, lambda *_: None)  # a handler, so that SIGCHLD wakes the loop
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.sock, selectors.EVENT_READ, "request")
+        self.selector.register(self.read_wake, selectors.EVENT_READ, "signal")
+
+    def send(self, **message: Any) -> None:
+        try:
+            self.sock.send(json.dumps(message).encode())
+        except OSError:
+            pass  # the client is gone: the loop ends at its EOF
+
+    def spawn(self, request: dict[str, Any], fds: list[int]) -> None:
+        if len(fds) != 3:
+            for fd in fds:
+                os.close(fd)
+            self.send(id=request.get("id"), error=f"expected 3 file descriptors, got {len(fds)}")
+            return
+        sys.stdout.flush()
+        sys.stderr.flush()
+        pid = os.fork()
+        if pid == 0:
+            become_child(request, fds, [self.sock.fileno(), self.read_wake, self.write_wake, self.selector.fileno()])
+        for fd in fds:
+            os.close(fd)
+        self.children.add(pid)
+        self.send(id=request.get("id"), pid=pid)
+
+    def reap(self) -> None:
+        while True:
+            try:
+                pid, status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                return
+            if pid == 0:
+                return
+            if pid in self.children:
+                self.children.discard(pid)
+                self.send(exit=pid, status=status)
+
+    def kill_orphans(self) -> None:
+        """Kills processes re-parented to the server (orphaned by a candidate); they never belong here."""
+        for pid in children_of(os.getpid()) - self.children:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+    def serve(self) -> None:
+        while True:
+            for key, _ in self.selector.select(timeout=ORPHAN_SCAN_S):
+                if key.data == "signal":
+                    os.read(self.read_wake, 4096)
+                    continue
+                try:
+                    data, fds, _, _ = socket.recv_fds(self.sock, MAX_PACKET, 3)
+                except OSError:
+                    data, fds = b"", []
+                if not data:
+                    self.shutdown()
+                try:
+                    request = json.loads(data)
+                except ValueError:
+                    for fd in fds:
+                        os.close(fd)
+                    continue
+                if request.get("op") == "spawn":
+                    self.spawn(request, fds)
+            self.reap()
+            self.kill_orphans()
+
+    def shutdown(self) -> NoReturn:
+        for pid in self.children | children_of(os.getpid()):
+            for kill in (os.killpg, os.kill):
+                try:
+                    kill(pid, signal.SIGKILL)
+                except OSError:
+                    pass
+        os._exit(0)
+
+
+def main() -> None:
+    warnings.filterwarnings("ignore", category=DeprecationWarning)  # "fork() in a multi-threaded process"
+    sock = socket.socket(fileno=int(sys.argv[1]))
+    ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    try:
+        warm_up()
+    except BaseException as exc:
+        sock.send(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
+        raise
+    server = Server(sock)
+    server.send(ready=True, pid=os.getpid())
+    server.serve()
+
+
+if __name__ == "__main__":
+    main()
