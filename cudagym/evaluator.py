@@ -25,7 +25,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 from cudagym.backends import Backend
 from cudagym.build import Builder, BuildOptions, default_cache_dir
@@ -71,7 +71,13 @@ class EvalConfig:
     limits: ChildLimits = dataclasses.field(default_factory=ChildLimits)
     poison_bytes: int = 64 * 1024 * 1024  # cuda: NaN-filled device memory freed before each call
     prestart: int = 2  # candidates kept started ahead (torch imported, CUDA and its tracing initialised); cpu: <= 1
-    fork_server: bool = True  # fork candidates from a server that imported torch once (cudagym/forkserver.py)
+    # fork candidates from a server that imported torch once (cudagym/forkserver.py); "auto": on for cpu, and
+    # off for cuda until tests/gpu/test_fork_server.py has passed on the device
+    fork_server: bool | Literal["auto"] = "auto"
+    # while the agent writes and compiles: start the reference process, load the task, build its torch.compile
+    # and start spare candidates (a background thread per task); "auto": on for cuda, off for cpu (where it
+    # would take cores from the agent's compiles)
+    prepare_ahead: bool | Literal["auto"] = "auto"
     compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
     output_chars: int = 6000  # how much of a child's output an observation may carry
     transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
@@ -87,6 +93,14 @@ class EvalConfig:
         for name in ("verify_timeout", "profile_timeout", "reference_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+_AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
+
+
+def prepares_ahead(config: EvalConfig, backend: Backend) -> bool:
+    """Whether evaluators of ``config`` prepare each task in the background (``EvalConfig.prepare_ahead``)."""
+    return config.prepare_ahead is True or (config.prepare_ahead == "auto" and backend.is_cuda)
 
 
 class Evaluator(Protocol):
@@ -120,7 +134,10 @@ class LocalEvaluator:
         self.builder = builder or Builder(backend, cache_dir=self.cache_dir, options=self.config.build)
         self.source = task.source_for(backend.name)
         self._reference: ReferenceProcess | None = None
-        self._loaded = False
+        self._loaded_task: str | None = None  # the task the reference process holds
+        self._ahead: threading.Thread | None = None
+        self._closing = False
+        self.ahead_error = ""  # why the last preparation ahead stopped early (the stages redo what it missed)
         self._eval_mode = False
         self._single_file_ok: set[str] = set()
         self._peak_bandwidth: float | None = None
@@ -129,6 +146,61 @@ class LocalEvaluator:
             backend, self.config.limits, self.config.prestart, self._child_env(), fork_server=self.config.fork_server
         )
         self.last_static_findings: list[IntegrityFinding] = []  # one per static check, from the last precheck
+        self._start_ahead()
+
+    # -- preparation ahead -------------------------------------------------------------------------
+
+    @property
+    def prepares_ahead(self) -> bool:
+        return prepares_ahead(self.config, self.backend)
+
+    def _start_ahead(self) -> None:
+        """Prepares the current task in a background thread (``EvalConfig.prepare_ahead``)."""
+        if not self.prepares_ahead or self._closing:
+            return
+        previous, task = self._ahead, self.task
+        self._ahead = threading.Thread(
+            target=self._prepare_ahead, args=(previous, task), name="cudagym-prepare", daemon=True
+        )
+        self._ahead.start()
+
+    def _prepare_ahead(self, previous: threading.Thread | None, task: Task) -> None:
+        """What the first verify and profile of ``task`` would otherwise wait for: spare candidates, the
+        reference process with the task loaded, and the reference's torch.compile (CPU work; the baselines
+        themselves are timed in ``profile``). Stops early when the task changed or the evaluator closes."""
+        _AHEAD.active = True  # this thread prepares: it never waits for a preparation (its successor waits for it)
+        if previous is not None:
+            previous.join()
+        try:
+            if self._closing or self.task is not task:
+                return
+            self.pool.fill()
+            ref = self.reference()
+            if self._closing or self.task is not task or not self.config.compile_baseline or self._baselines_cached():
+                return
+            folder = Path(tempfile.mkdtemp(prefix="cudagym-ahead-", dir=exchange_dir()))
+            try:
+                ref.call(
+                    "prepare",
+                    key="ahead",
+                    seed=secrets.randbits(62),
+                    kind="task",
+                    transport=self._transport(),
+                    path=str(folder / "ahead.in.pt"),
+                    keep_output=False,
+                )
+                ref.call("compile_reference", key="ahead")
+                ref.call("drop", key="ahead")
+            finally:
+                shutil.rmtree(folder, ignore_errors=True)
+        except Exception as exc:  # the stages start what is missing and report their own errors
+            self.ahead_error = f"{type(exc).__name__}: {exc}"
+
+    def _join_ahead(self) -> None:
+        """Waits for the preparation ahead (the reference process serves one caller at a time)."""
+        ahead = self._ahead
+        if ahead is not None and not getattr(_AHEAD, "active", False):
+            ahead.join()
 
     # -- compile -----------------------------------------------------------------------------------
 
@@ -220,17 +292,21 @@ class LocalEvaluator:
 
     def reference(self) -> ReferenceProcess:
         """The reference process, started on first use and (re)loaded with the current task."""
+        self._join_ahead()
+        if self._closing and getattr(_AHEAD, "active", False):
+            raise RuntimeError("the evaluator is closing")
+        task = self.task  # one snapshot: ``retarget`` may switch tasks while a preparation ahead loads
         if self._reference is None or not self._reference.alive:
             if self._reference is not None:
                 self._reference.close()
             self._reference = ReferenceProcess(self.backend, self.config)
-            self._loaded = False
-        if not self._loaded:
+            self._loaded_task = None
+        if self._loaded_task != task.id:
             reply = self._reference.call(
                 "load",
-                source=self.source,
+                source=task.source_for(self.backend.name),
                 device=self.backend.device,
-                dtype=self.task.metadata.dtype,
+                dtype=task.metadata.dtype,
                 weight_seed=secrets.randbits(62),
                 threads=self.backend.threads,
             )
@@ -241,7 +317,7 @@ class LocalEvaluator:
                 return self.reference()
             self._eval_mode = bool(reply.get("eval_mode"))
             self._peak_bandwidth = reply.get("peak_bytes_per_s")
-            self._loaded = True
+            self._loaded_task = task.id
         return self._reference
 
     def _gate(self, workspace: Workspace) -> tuple[Status, str] | None:
@@ -473,16 +549,27 @@ class LocalEvaluator:
         )
         return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
+    def _baselines_path(self) -> Path:
+        return self.cache_dir / "baselines" / f"{self._baseline_key()}.json"
+
+    def _baselines_cached(self) -> bool:
+        """Whether the cache holds every baseline this configuration needs."""
+        path = self._baselines_path()
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return False
+        return "eager_ms" in data and (data.get("compile_ms") is not None or not self.config.compile_baseline)
+
     def baselines(self, key: str) -> tuple[float, float | None, bool]:
         """(eager_ms, compile_ms, from_cache), measured on input set ``key`` when not cached.
 
         compile_ms is None when ``EvalConfig.compile_baseline`` is off (tiers then stop at 2).
         """
-        path = self.cache_dir / "baselines" / f"{self._baseline_key()}.json"
-        if path.exists():
+        path = self._baselines_path()
+        if self._baselines_cached():
             data = json.loads(path.read_text())
-            if data.get("compile_ms") is not None or not self.config.compile_baseline:
-                return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
+            return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
         timing = dataclasses.asdict(self.config.timing)
         ref = self.reference()
         if self.config.compile_baseline:
@@ -713,16 +800,23 @@ class LocalEvaluator:
     def retarget(self, task: Task) -> None:
         """Switches to another task, keeping the processes (the reference reloads on its next use)."""
         if task.id != self.task.id:
-            self.task = task
             self.source = task.source_for(self.backend.name)
-            self._loaded = False
+            self.task = task  # the reference reloads on its next use (its loaded task differs)
+            self._start_ahead()
 
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""
+        self._closing = True  # a preparation ahead stops at its next step (its current call fails below)
+        if self._reference is not None:
+            self._reference.close()
+        if self._ahead is not None:
+            self._ahead.join(timeout=30)
+            self._ahead = None
         self.pool.close()
         if self._reference is not None:
             self._reference.close()
             self._reference = None
+        self._closing = False
 
 
 def _harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> Any:

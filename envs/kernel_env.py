@@ -27,7 +27,7 @@ import gymnasium as gym
 from gymnasium import spaces
 
 from cudagym.backends import Backend, resolve_backend
-from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator
+from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator, prepares_ahead
 from cudagym.instructions import first_observation, render_instructions
 from cudagym.render import render
 from cudagym.results import FileResult, Stage, StageResult, Status, SubmitResult
@@ -152,6 +152,8 @@ class CudaKernelEnv(gym.Env[str, str]):
             self.evaluator.retarget(task)  # keeps the warm processes for the next task
             self._evaluator_task = task.id
         self.task = task
+        if self.evaluator is None and prepares_ahead(self.eval_config, self.backend):
+            self._get_evaluator()  # it prepares the task while the agent reads the instructions
         instructions = render_instructions(task, self.backend, max_turns=self.max_turns)
         self.workspace = Workspace(task.source_for(self.backend.name), instructions, limits=self.workspace_limits)
         self.shaper.reset()

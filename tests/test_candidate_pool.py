@@ -76,3 +76,14 @@ def test_phases_are_kept_in_order() -> None:
     phases.mark("second")
     assert [name for name, _ in phases.items()] == ["first", "second"]
     assert all(seconds >= 0 for _, seconds in phases.items())
+
+
+def test_auto_forks_candidates_on_cpu_and_not_yet_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+    cpu = resolve_backend("cpu")
+    cuda = dataclasses.replace(cpu, name="cuda")  # only its name is read here
+    assert CandidatePool(cpu, ChildLimits(), 1, {}).fork_server
+    assert not CandidatePool(cuda, ChildLimits(), 1, {}).fork_server
+    assert CandidatePool(cuda, ChildLimits(), 1, {}, fork_server=True).fork_server
+    assert not CandidatePool(cpu, ChildLimits(), 1, {}, fork_server=False).fork_server
+    monkeypatch.setenv("CUDAGYM_FORK_SERVER", "0")
+    assert not CandidatePool(cpu, ChildLimits(), 1, {}, fork_server=True).fork_server

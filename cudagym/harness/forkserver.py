@@ -42,15 +42,29 @@ ORPHAN_SCAN_S = 0.25
 def warm_up() -> None:
     """Imports what every candidate needs before its job arrives, without touching CUDA or the profiler.
 
-    No profiling session runs here, not even a CPU-only one: on the H200 machine a process forked after
-    one hung in its own CUDA profiling session (the profiler's native state does not survive ``fork``)."""
+    Left out on purpose: a profiling session, even a CPU-only one (on the H200 machine a process forked
+    after one hung in its own CUDA profiling session), and ``torch.utils.cpp_extension``, whose import asks
+    ``torch.cuda.is_available()`` on CUDA builds, which marks every later fork as unable to use CUDA."""
     import candidate  # noqa: F401  (the harness: common, timing, transfer)
     import torch
-    import torch.utils._python_dispatch
-    import torch.utils.cpp_extension
+    import torch.utils._python_dispatch  # recording aten operators
 
     if torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised in the fork server; forked candidates could not use it")
+
+
+def forks_can_use_cuda() -> str:
+    """ "" when a process forked from this one could initialise CUDA, else why not (torch marks forks of a
+    process that queried the driver as unable to, and raises at their first CUDA call)."""
+    pid = os.fork()
+    if pid == 0:
+        import torch
+
+        os._exit(1 if torch.cuda._is_in_bad_fork() else 0)
+    _, status = os.waitpid(pid, 0)
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0:
+        return ""
+    return "torch would refuse CUDA in forked processes (the fork server queried the CUDA driver)"
 
 
 def children_of(pid: int) -> set[int]:
@@ -203,6 +217,9 @@ def main() -> None:
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     try:
         warm_up()
+        problem = forks_can_use_cuda()
+        if problem:
+            raise RuntimeError(problem)
     except BaseException as exc:
         sock.send(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
         raise

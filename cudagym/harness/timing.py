@@ -2,7 +2,7 @@
 
 CPU: ``time.perf_counter`` around each call. CUDA: events around each call, bracketed by a full device
 synchronisation (so work on any stream counts), with the L2 cache flushed before every repetition.
-Both: warm-up by count and by time budget, then repetitions until a count and a time budget are met;
+Both: warm-up until a count and a time are both reached, then repetitions until a count and a time budget are met;
 the statistic is the median. Kept free of cudagym imports so the child needs only torch.
 """
 
@@ -20,7 +20,9 @@ class TimingConfig:
     """How many repetitions to run and for how long (a repetition count and a time budget)."""
 
     warmup: int = 3
-    warmup_seconds: float = 0.05
+    # warm-up runs until both this count and this time are reached, meant to keep an idle GPU's clock ramp
+    # out of the timed repetitions (docs/benchmarks.md, repeatability)
+    warmup_seconds: float = 0.25
     min_reps: int = 10
     max_reps: int = 200
     budget_seconds: float = 1.0
@@ -94,8 +96,6 @@ def time_callable(
         if is_cuda:
             torch.cuda.synchronize(device)
         done += 1
-        if done >= 10 * max(config.warmup, 1):
-            break
 
     times: list[float] = []
     start_all = time.perf_counter()

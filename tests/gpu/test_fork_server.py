@@ -1,0 +1,84 @@
+"""Candidates forked from the fork server on the GPU: each initialises its own CUDA context after the fork,
+inside its namespaces, and verifies, profiles and submits as a freshly started one does.
+
+``EvalConfig.fork_server`` is "auto" (off for cuda) until this file passes on the device; then its
+default for cuda can be switched on. Run there: ``python -m pytest -m gpu tests/gpu/test_fork_server.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from cudagym_testing import relu_solution, write_all
+from test_cuda_backend import GPU_CONFIG, RELU, SMALL_RELU
+
+from cudagym.backends import query_gpu
+from cudagym.baselines import tool_call
+from cudagym.envs import CudaKernelEnv
+from cudagym.sandbox import Child, sandbox_processes
+
+pytestmark = [
+    pytest.mark.gpu,
+    pytest.mark.skipif(query_gpu() is None, reason="no NVIDIA GPU visible (nvidia-smi)"),
+]
+
+FORKED = dataclasses.replace(GPU_CONFIG, fork_server=True)
+
+
+@pytest.fixture
+def children() -> Iterator[list[Child]]:
+    """Every Child started while the test runs."""
+    started: list[Child] = []
+    init = Child.__init__
+
+    def recording_init(self: Child, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        started.append(self)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(Child, "__init__", recording_init)
+        yield started
+
+
+def test_forked_cuda_candidates_verify_profile_and_submit(children: list[Child]) -> None:
+    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=FORKED)
+    try:
+        env.reset(options={"task_id": RELU})
+        write_all(env, relu_solution("cuda"))
+        obs, _, _, _, info = env.step(tool_call("profile"))
+        assert info["status"] == "ok", obs
+        assert info["result"]["kernels"], obs  # the per-kernel breakdown: CUDA tracing works after the fork
+        obs, reward, terminated, _, info = env.step(tool_call("submit"))
+        assert terminated and info["tier"] >= 1 and reward >= 1, obs
+        assert all(finding["passed"] for finding in info["result"]["integrity"]), info["result"]["integrity"]
+        pool = env.unwrapped.evaluator.pool
+        assert not pool.fork_server_error
+        candidates = [c for c in children if c.role == "candidate"]
+        assert candidates and all(c.forked for c in candidates)
+        assert all(c.isolation.network and c.isolation.processes for c in candidates if c.isolation.any)
+    finally:
+        env.close()
+    deadline = time.monotonic() + 10
+    while any(sandbox_processes(c.sandbox_id) for c in children) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for child in children for pid in sandbox_processes(child.sandbox_id)]
+
+
+def test_a_forked_candidate_is_warm_in_a_fraction_of_a_fresh_ones_time(children: list[Child]) -> None:
+    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=FORKED)
+    try:
+        env.reset(options={"task_id": RELU})
+        pool = env.unwrapped.evaluator.pool
+        pool.fill()
+        pool._server.wait_ready()
+        started = time.monotonic()
+        child = pool.start({"mode": "import", "workspace": str(env.workspace.path)}, refill=False)
+        assert child.receive(started + 60) == {"stage": "warm"}
+        print(f"FORKED_WARM_S {time.monotonic() - started:.2f}")
+        pool.discard(child)
+    finally:
+        env.close()

@@ -1,0 +1,65 @@
+"""The local evaluator's preparation ahead: the reference process loaded and the reference's torch.compile
+built in the background, following the env's task when it changes mid-way, and stopped by close()."""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+
+from cudagym_testing import write_all
+
+from cudagym.baselines import tool_call
+from cudagym.baselines.scripted import solution_files
+from cudagym.envs import CudaKernelEnv
+from cudagym.evaluator import EvalConfig, LocalEvaluator
+from cudagym.sandbox import sandbox_processes
+
+
+def test_preparation_ahead_follows_a_task_switch_and_the_stages_use_its_work(fast_config: EvalConfig) -> None:
+    config = dataclasses.replace(fast_config, prepare_ahead=True)
+    env = CudaKernelEnv(backend="cpu", eval_config=config)
+    try:
+        env.reset(options={"task_id": "builtin/relu"})
+        evaluator = env.evaluator
+        assert isinstance(evaluator, LocalEvaluator)  # created at reset, so that it can prepare
+        env.reset(options={"task_id": "builtin/sigmoid"})  # while relu is still being prepared
+        assert evaluator._ahead is not None
+        evaluator._ahead.join(timeout=180)
+        assert not evaluator.ahead_error, evaluator.ahead_error
+        assert evaluator._loaded_task == "builtin/sigmoid"  # not the task that was loading when it switched
+        write_all(env, solution_files(env.task, "cpu"))
+        obs, _, _, _, info = env.step(tool_call("verify"))
+        assert info["status"] == "ok", obs  # against sigmoid's reference: a relu reference would mismatch
+        assert dict(info["result"]["phases"])["reference"] < 1.0  # loaded ahead, nothing to wait for
+    finally:
+        env.close()
+
+
+def test_close_stops_a_preparation_in_flight_and_leaves_no_process(fast_config: EvalConfig) -> None:
+    config = dataclasses.replace(fast_config, prepare_ahead=True)
+    env = CudaKernelEnv(backend="cpu", eval_config=config)
+    env.reset(options={"task_id": "builtin/softmax"})
+    evaluator = env.evaluator
+    assert isinstance(evaluator, LocalEvaluator)
+    deadline = time.monotonic() + 60
+    while evaluator._reference is None and time.monotonic() < deadline:
+        time.sleep(0.05)  # the reference process is starting; close while it loads
+    assert evaluator._reference is not None
+    ids = [evaluator._reference.child.sandbox_id, *(c.sandbox_id for c in evaluator.pool._spares)]
+    ahead = evaluator._ahead
+    env.close()
+    assert ahead is not None and not ahead.is_alive()
+    deadline = time.monotonic() + 10
+    while any(sandbox_processes(i) for i in ids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not [pid for i in ids for pid in sandbox_processes(i)]
+
+
+def test_prepare_ahead_is_on_for_cuda_and_off_for_cpu_by_default() -> None:
+    from cudagym.backends import resolve_backend
+    from cudagym.evaluator import prepares_ahead
+
+    cpu = resolve_backend("cpu")
+    assert not prepares_ahead(EvalConfig(), cpu)
+    assert prepares_ahead(EvalConfig(), dataclasses.replace(cpu, name="cuda"))
+    assert prepares_ahead(EvalConfig(prepare_ahead=True), cpu)
