@@ -180,21 +180,25 @@ class LocalEvaluator:
                 return
             folder = Path(tempfile.mkdtemp(prefix="cudagym-ahead-", dir=exchange_dir()))
             try:
-                ref.call(
-                    "prepare",
-                    key="ahead",
-                    seed=secrets.randbits(62),
-                    kind="task",
-                    transport=self._transport(),
-                    path=str(folder / "ahead.in.pt"),
-                    keep_output=False,
-                )
+                self._unchecked_inputs(ref, "ahead", folder)
                 ref.call("compile_reference", key="ahead")
                 ref.call("drop", key="ahead")
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
         except Exception as exc:  # the stages start what is missing and report their own errors
             self.ahead_error = f"{type(exc).__name__}: {exc}"
+
+    def _unchecked_inputs(self, ref: ReferenceProcess, key: str, folder: Path) -> dict[str, Any]:
+        """A fresh input set ``key`` from a secret seed, with no reference output kept for it."""
+        return ref.call(
+            "prepare",
+            key=key,
+            seed=secrets.randbits(62),
+            kind="task",
+            transport=self._transport(),
+            path=str(folder / f"{key}.in.pt"),
+            keep_output=False,
+        )
 
     def _join_ahead(self) -> None:
         """Waits for the preparation ahead (the reference process serves one caller at a time)."""
@@ -619,15 +623,8 @@ class LocalEvaluator:
             # quiet device while timing: no successor starts (CUDA init) and no used candidate is still dying
             child = self.pool.start(self._base_job(workspace, compiled, folder, "profile"), refill=False)
             self.pool.join_reapers()
-            prepared = ref.call(
-                "prepare",
-                key="timing",
-                seed=secrets.randbits(62),
-                kind="task",
-                transport=self._transport(),
-                path=str(folder / "timing.in.pt"),
-                keep_output=False,  # the timed calls' output is not compared; the re-check's is
-            )
+            # the timed calls' output is not compared (the re-check's is): no reference output kept
+            prepared = self._unchecked_inputs(ref, "timing", folder)
             ready = self.pool.await_stage(child, "ready", deadline)
             phases.mark("inputs_and_candidate_load")
             if ready is not None:

@@ -39,6 +39,19 @@ SMALL_RELU = dataclasses.replace(
     metadata=dataclasses.replace(BUILTIN.get(RELU).metadata, sizes={"cuda": {"N": 1 << 22}}),
 )
 
+
+def relu_env_with_solution(config: EvalConfig) -> CudaKernelEnv:
+    """An env on the small ReLU task with the reference CUDA solution written (the caller closes it)."""
+    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
+    try:
+        env.reset(options={"task_id": RELU})
+        write_all(env, relu_solution("cuda"))
+    except BaseException:
+        env.close()
+        raise
+    return env
+
+
 LAUNCHER = "void launch_relu(const float* x, float* y, int64_t n, cudaStream_t stream)"
 KERNELS = {
     "illegal_address": f"""#include <cuda_runtime.h>

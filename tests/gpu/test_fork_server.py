@@ -9,12 +9,9 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
-from cudagym_testing import relu_solution, write_all
-from test_cuda_backend import GPU_CONFIG, RELU, SMALL_RELU
+from test_cuda_backend import GPU_CONFIG, RELU, SMALL_RELU, relu_env_with_solution
 
 from cudagym.backends import query_gpu
 from cudagym.baselines import tool_call
@@ -29,26 +26,9 @@ pytestmark = [
 FORKED = dataclasses.replace(GPU_CONFIG, fork_server=True)
 
 
-@pytest.fixture
-def children() -> Iterator[list[Child]]:
-    """Every Child started while the test runs."""
-    started: list[Child] = []
-    init = Child.__init__
-
-    def recording_init(self: Child, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        started.append(self)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Child, "__init__", recording_init)
-        yield started
-
-
 def test_forked_cuda_candidates_verify_profile_and_submit(children: list[Child]) -> None:
-    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=FORKED)
+    env = relu_env_with_solution(FORKED)
     try:
-        env.reset(options={"task_id": RELU})
-        write_all(env, relu_solution("cuda"))
         obs, _, _, _, info = env.step(tool_call("profile"))
         assert info["status"] == "ok", obs
         assert info["result"]["kernels"], obs  # the per-kernel breakdown: CUDA tracing works after the fork

@@ -10,7 +10,7 @@ import dataclasses
 
 import pytest
 from cudagym_testing import relu_solution, with_binding_forward, write_all
-from test_cuda_backend import GPU_CONFIG, RELU, SMALL_RELU
+from test_cuda_backend import GPU_CONFIG, RELU, SMALL_RELU, relu_env_with_solution
 
 from cudagym.backends import query_gpu
 from cudagym.baselines import tool_call
@@ -96,11 +96,8 @@ def test_modifying_the_inputs_fails(env: CudaKernelEnv) -> None:
 
 @pytest.mark.parametrize("transport", ["ipc", "file"])
 def test_both_transports_verify_a_correct_solution(transport: str) -> None:
-    config = dataclasses.replace(GPU_CONFIG, transport=transport)
-    environment = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
+    environment = relu_env_with_solution(dataclasses.replace(GPU_CONFIG, transport=transport))
     try:
-        environment.reset(options={"task_id": RELU})
-        write_all(environment, relu_solution("cuda"))
         obs, _, _, _, info = environment.step(tool_call("verify"))
         assert info["status"] == "ok", obs
         assert all(f["passed"] for f in info["result"]["integrity"]), info["result"]["integrity"]

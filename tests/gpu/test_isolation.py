@@ -9,8 +9,6 @@ that each one, alone and all together, leaves a CUDA candidate working. Run on t
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from cudagym_testing import relu_solution
@@ -44,21 +42,6 @@ SWITCHES = {
     "all": ({"isolate_network": True, "isolate_processes": True, "readonly_filesystem": True},
             ("network", "pids", "readonly")),
 }  # fmt: skip
-
-
-@pytest.fixture
-def children() -> Iterator[list[Child]]:
-    """Every Child started while the test runs."""
-    started: list[Child] = []
-    init = Child.__init__
-
-    def recording_init(self: Child, *args: Any, **kwargs: Any) -> None:
-        init(self, *args, **kwargs)
-        started.append(self)
-
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(Child, "__init__", recording_init)
-        yield started
 
 
 @pytest.mark.parametrize("name", list(SWITCHES))
