@@ -26,6 +26,7 @@ script that import only torch, never cudagym.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import os
@@ -261,7 +262,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         if "cudagym" in args.variants:
             first = "cudagym first" if args.cache_dir else "cudagym cold"
-            config = EvalConfig(prestart=args.prestart) if args.prestart is not None else None
+            config = EvalConfig()
+            if args.prestart is not None:
+                config = dataclasses.replace(config, prestart=args.prestart)
+            if args.fork_server != "auto":
+                config = dataclasses.replace(config, fork_server=args.fork_server == "on")
+            if args.prepare_ahead != "auto":
+                config = dataclasses.replace(config, prepare_ahead=args.prepare_ahead == "on")
             evaluator = LocalEvaluator(task, backend, config, cache_dir=args.cache_dir or scratch / "cache")
             workspace = Workspace(task.source_for(backend.name), "step latency benchmark", root_dir=scratch)
             try:
@@ -359,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # a naive stage's own process
     parser.add_argument("--prestart", type=int, help="candidate processes kept started ahead (EvalConfig.prestart)")
+    parser.add_argument("--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server")
+    parser.add_argument(
+        "--prepare-ahead", default="auto", choices=("auto", "on", "off"), help="EvalConfig.prepare_ahead"
+    )
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)

@@ -58,22 +58,28 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
             max_turns=1_000_000,
             cache_dir=options["cache_dir"],
             evaluator_factory=factory,
-            eval_config=EvalConfig(prestart=options.get("prestart", EvalConfig.prestart)),
+            eval_config=EvalConfig(
+                prestart=options.get("prestart", EvalConfig.prestart),
+                fork_server={"on": True, "off": False}.get(options.get("fork_server", "auto"), "auto"),
+            ),
         )
         task = load("builtin").get(task_id)
         files = solution_files(task, env.unwrapped.backend.name)
         kernel = next(p for p in files if p.endswith((".cu", ".cpp")) and not p.endswith("_binding.cpp"))
 
+        observations: list[str] = []
+
         def step(name: str, **arguments: Any) -> dict[str, Any]:
-            _, _, _, _, info = env.step(tool_call(name, **arguments))
+            obs, _, _, _, info = env.step(tool_call(name, **arguments))
+            observations[:] = [obs]
             return info
 
         env.reset(options={"task_id": task_id})
         for path, content in files.items():
             step("write_file", path=path, content=content)
-        setup = [step(s)["result"] for s in ("compile", "verify")]  # starts the reference process, warms caches
-        if any(r["status"] != "ok" for r in setup):
-            raise RuntimeError(f"setup of {task_id} failed: {[r['message'] for r in setup]}")
+        for stage in ("compile", "verify"):  # starts the reference process, warms caches
+            if step(stage)["result"]["status"] != "ok":  # the whole observation: it has the candidate's output
+                raise RuntimeError(f"setup of {task_id} failed at {stage}:\n{observations[-1][-3000:]}")
     except Exception:
         barrier.abort()
         queue.put({"index": index, "task": task_id, "error": traceback.format_exc()})
@@ -204,6 +210,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "setup_timeout": args.setup_timeout,
         "socket": None,
         "prestart": args.prestart,
+        "fork_server": args.fork_server,
         "run": secrets.token_hex(4),  # in every edit, so that no run reuses another's objects
     }
     server = None
@@ -298,6 +305,7 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="candidate processes each env keeps started ahead (EvalConfig.prestart; 1 saves memory at 16 envs)",
     )
+    parser.add_argument("--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server")
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     args.levels = [int(v) for v in args.levels.split(",") if v.strip()]

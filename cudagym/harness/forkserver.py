@@ -49,6 +49,11 @@ def warm_up() -> None:
     import torch
     import torch.utils._python_dispatch  # recording aten operators
 
+    if not torch.cuda._is_compiled():
+        # CPU-only builds have no CUDA driver to query: import here what the first profiling session of every
+        # candidate would (about 1.2 s on the CI machine; CUDA builds are not tried, their imports may query it)
+        import torch._inductor.standalone_compile
+
     if torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised in the fork server; forked candidates could not use it")
 
