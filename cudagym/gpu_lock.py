@@ -16,6 +16,9 @@ Whether slots lock at all: ``enabled`` when given, else ``$CUDAGYM_TIMING_LOCK``
 on for cuda, off for cpu), ``1``/``on`` or ``0``/``off``. On the cpu backend the slots are no-ops
 unless asked for, since compiles and checks share the same cores anyway.
 
+Candidate processes take a shared slot themselves while they create their CUDA context (the lock files are
+named to them in ``$CUDAGYM_WARMUP_SLOT``; ``warmup_slot_env``).
+
 Every slot held can be appended to a journal (JSON lines at ``$CUDAGYM_TIMING_JOURNAL``), which is how
 benchmarks and tests see when timing happened and how long it waited.
 """
@@ -237,9 +240,9 @@ def _paths(cache_dir: str | Path, key: str) -> tuple[Path, Path]:
 def warmup_slot_env(backend: Backend, cache_dir: str | Path, enabled: bool | None = None) -> dict[str, str]:
     """``{WARMUP_SLOT_ENV: "LOCK:GATE"}`` for candidate processes, or ``{}`` when slots do not lock.
 
-    A candidate initialises its CUDA context and the profiler's CUDA tracing in a shared slot of its
-    device (``harness/candidate.py`` takes it with the same turnstile protocol), so that a process warming
-    up never overlaps a timed run on that GPU, whichever environment it belongs to."""
+    A candidate creates its CUDA context in a shared slot of its device (``harness/candidate.py`` takes it
+    with the same turnstile protocol), so that no context is set up on a GPU while a timed run is on it,
+    whichever environment the candidate belongs to."""
     if not locking_enabled(backend, enabled):
         return {}
     main_path, gate_path = _paths(cache_dir, device_identity(backend))
