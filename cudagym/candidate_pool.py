@@ -17,6 +17,7 @@ interpreters and says why in ``fork_server_error``."""
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -82,14 +83,15 @@ class CandidatePool:
 
     def _new(self, prefix: tuple[str, ...] = ()) -> Child:
         launcher = None if prefix else self._launcher()
-        if launcher is not None:
-            try:
-                return Child(
-                    "candidate", limits=self.limits, threads=self.backend.threads, env=self.env, launcher=launcher
-                )
-            except ForkServerError as exc:
-                self._server_failed(launcher, str(exc))
-        return Child("candidate", limits=self.limits, threads=self.backend.threads, env=self.env, prefix=prefix)
+        child = functools.partial(
+            Child, "candidate", limits=self.limits, threads=self.backend.threads, env=self.env, prefix=prefix
+        )
+        try:
+            return child(launcher=launcher)
+        except ForkServerError as exc:  # only a fork can raise it: the server failed, start a new interpreter
+            assert launcher is not None
+            self._server_failed(launcher, str(exc))
+        return child()
 
     def fill(self) -> None:
         """Starts candidate processes until ``prestart`` of them are warming or warm (once the fork server

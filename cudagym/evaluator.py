@@ -132,7 +132,6 @@ class LocalEvaluator:
         self.config = config or EvalConfig()
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.builder = builder or Builder(backend, cache_dir=self.cache_dir, options=self.config.build)
-        self.source = task.source_for(backend.name)
         self._reference: ReferenceProcess | None = None
         self._loaded_task: str | None = None  # the task the reference process holds
         self._ahead: threading.Thread | None = None
@@ -797,7 +796,6 @@ class LocalEvaluator:
     def retarget(self, task: Task) -> None:
         """Switches to another task, keeping the processes (the reference reloads on its next use)."""
         if task.id != self.task.id:
-            self.source = task.source_for(self.backend.name)
             self.task = task  # the reference reloads on its next use (its loaded task differs)
             self._start_ahead()
 

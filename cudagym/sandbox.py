@@ -421,7 +421,8 @@ class Child:
         spec = child_spec(limits, role=role, memory_bytes=self.memory_bytes, isolation=self.isolation)
         self.forked = launcher is not None and not prefix
         try:
-            if launcher is not None and not prefix:
+            if self.forked:
+                assert launcher is not None
                 self.proc: subprocess.Popen[bytes] | ForkedProcess = launcher.spawn(
                     role, spec, env=child_env, cwd=str(cwd) if cwd else None
                 )
