@@ -42,14 +42,13 @@ from pathlib import Path
 from typing import Any
 
 from cudagym.backends import Backend
+from cudagym.harness.common import take_slot
 
 LOCK_ENV = "CUDAGYM_TIMING_LOCK"
 JOURNAL_ENV = "CUDAGYM_TIMING_JOURNAL"
 WARMUP_SLOT_ENV = "CUDAGYM_WARMUP_SLOT"  # lock files a candidate takes a shared slot on while it warms up
 EXCLUSIVE = "exclusive"
 SHARED = "shared"
-_POLL_START_S = 0.001
-_POLL_MAX_S = 0.01
 _held = threading.local()  # per thread: {device key: mode} of the slots it holds (nested use is a no-op)
 
 
@@ -141,20 +140,6 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", name)
 
 
-def _flock(fd: int, operation: int, deadline: float, what: str) -> None:
-    """Takes ``operation`` (LOCK_EX or LOCK_SH) on ``fd``, polling until ``deadline`` (monotonic)."""
-    pause = _POLL_START_S
-    while True:
-        try:
-            fcntl.flock(fd, operation | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= deadline:
-                raise TimingSlotTimeout(f"the {what} was not free in time") from None
-            time.sleep(pause)
-            pause = min(pause * 2, _POLL_MAX_S)
-
-
 def _journal(slot: Slot) -> None:
     path = os.environ.get(JOURNAL_ENV)
     if not path:
@@ -209,13 +194,8 @@ def device_slot(
     deadline = start + timeout
     what = f"{mode} slot of {key}"
     with open(main_path, "a+b") as main, open(gate_path, "a+b") as gate:
-        _flock(gate.fileno(), fcntl.LOCK_EX, deadline, what)  # the turnstile: queued timing jobs go first
-        try:
-            if mode == SHARED:
-                fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
-            _flock(main.fileno(), fcntl.LOCK_EX if mode == EXCLUSIVE else fcntl.LOCK_SH, deadline, what)
-        finally:
-            fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
+        if not take_slot(main.fileno(), gate.fileno(), exclusive=mode == EXCLUSIVE, deadline=deadline):
+            raise TimingSlotTimeout(f"the {what} was not free in time")
         slot = Slot(key, mode, main_path, label, waited_s=time.monotonic() - start, acquired_at=time.time())
         held[key] = mode
         try:

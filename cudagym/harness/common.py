@@ -46,23 +46,34 @@ class Channel:
 def warmup_slot(paths: str, timeout: float = 900.0) -> Iterator[None]:
     """A shared slot of the device for the ``with`` block (``paths``: "LOCK:GATE", empty: no slot).
 
-    The protocol of ``cudagym.gpu_lock.device_slot`` in shared mode: through the turnstile (queued timing
-    jobs go first), then a shared ``flock`` on the lock file. Past ``timeout`` the block runs anyway."""
+    The protocol of ``cudagym.gpu_lock.device_slot`` in shared mode (``take_slot``). Past ``timeout`` the
+    block runs anyway."""
     if not paths:
         yield
         return
     main_path, gate_path = paths.rsplit(":", 1)
     with open(main_path, "rb") as main, open(gate_path, "rb") as gate:
-        deadline = time.monotonic() + timeout
-        locked = poll_flock(gate.fileno(), fcntl.LOCK_EX, deadline)
-        try:
-            locked = poll_flock(main.fileno(), fcntl.LOCK_SH, deadline) and locked
-        finally:
-            fcntl.flock(gate.fileno(), fcntl.LOCK_UN)
+        locked = take_slot(main.fileno(), gate.fileno(), exclusive=False, deadline=time.monotonic() + timeout)
         try:
             yield
         finally:
-            fcntl.flock(main.fileno(), fcntl.LOCK_UN)
+            if locked:
+                fcntl.flock(main.fileno(), fcntl.LOCK_UN)
+
+
+def take_slot(main: int, gate: int, *, exclusive: bool, deadline: float) -> bool:
+    """Takes a device slot: ``flock`` on the lock file ``main``, exclusive or shared, through the turnstile
+    file ``gate`` (taken exclusively on the way in, so a queued exclusive holder goes before shared holders
+    that come after it). False when ``deadline`` (monotonic) passed first; True: release ``main`` when done.
+    Used by ``cudagym.gpu_lock`` and by candidates warming up (``warmup_slot``)."""
+    if not poll_flock(gate, fcntl.LOCK_EX, deadline):
+        return False
+    try:
+        if not exclusive:
+            fcntl.flock(gate, fcntl.LOCK_UN)  # a shared holder does not keep others waiting at the gate
+        return poll_flock(main, fcntl.LOCK_EX if exclusive else fcntl.LOCK_SH, deadline)
+    finally:
+        fcntl.flock(gate, fcntl.LOCK_UN)
 
 
 def poll_flock(fd: int, operation: int, deadline: float) -> bool:
