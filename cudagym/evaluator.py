@@ -175,7 +175,8 @@ class LocalEvaluator:
                 return
             self.pool.fill()
             ref = self.reference()
-            if self._closing or self.task is not task or not self.config.compile_baseline or self._baselines_cached():
+            switched = self._closing or self.task is not task
+            if switched or not self.config.compile_baseline or self._cached_baselines() is not None:
                 return
             folder = Path(tempfile.mkdtemp(prefix="cudagym-ahead-", dir=exchange_dir()))
             try:
@@ -555,14 +556,14 @@ class LocalEvaluator:
     def _baselines_path(self) -> Path:
         return self.cache_dir / "baselines" / f"{self._baseline_key()}.json"
 
-    def _baselines_cached(self) -> bool:
-        """Whether the cache holds every baseline this configuration needs."""
-        path = self._baselines_path()
+    def _cached_baselines(self) -> dict[str, Any] | None:
+        """The cached baselines when they hold every one this configuration needs, else None."""
         try:
-            data = json.loads(path.read_text())
+            data = json.loads(self._baselines_path().read_text())
         except (OSError, ValueError):
-            return False
-        return "eager_ms" in data and (data.get("compile_ms") is not None or not self.config.compile_baseline)
+            return None
+        complete = "eager_ms" in data and (data.get("compile_ms") is not None or not self.config.compile_baseline)
+        return data if complete else None
 
     def baselines(self, key: str) -> tuple[float, float | None, bool]:
         """(eager_ms, compile_ms, from_cache), measured on input set ``key`` when not cached.
@@ -570,8 +571,8 @@ class LocalEvaluator:
         compile_ms is None when ``EvalConfig.compile_baseline`` is off (tiers then stop at 2).
         """
         path = self._baselines_path()
-        if self._baselines_cached():
-            data = json.loads(path.read_text())
+        data = self._cached_baselines()
+        if data is not None:
             return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
         timing = dataclasses.asdict(self.config.timing)
         ref = self.reference()
