@@ -75,13 +75,6 @@ class ForkedProcess:
         assert self.returncode is not None
         return self.returncode
 
-    def kill(self) -> None:
-        if self.poll() is None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
-
 
 class ForkServer:
     """One fork server process and the evaluator's end of its socket (thread-safe).
