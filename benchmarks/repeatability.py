@@ -55,6 +55,7 @@ def main() -> None:
                 "candidate_ms": cand,
                 "eager_ms": [r["eager_ms"] for r in runs],
                 "seconds": [r["seconds"] for r in runs],
+                "within_call_spread": [r.get("spread") for r in runs],  # (p75 - p25) / median inside each call
                 "phases": runs[-1]["phases"],
                 "speedup_eager": se,
                 "speedup_compile": sc,

@@ -15,10 +15,13 @@ registered through binding_registry.h, model_new.py):
   header, objects, reference process, baselines all made then). torch.compile's own on-disk cache is
   the machine's and is not emptied. With ``--cache-dir`` the first cycle uses that cache instead and is
   reported as "cudagym first" (not cold).
+  ``--pch-ready`` builds the precompiled header of the binding headers (once per toolchain) into that cache
+  first and reports its time apart.
 * **cudagym warm**: the following cycles of the same evaluator, one kernel source edited before each
   (a comment with the cycle number, which changes its hash), as an agent iterating on a kernel does.
 
-Each cycle's seconds are compile + verify + profile; the table shows medians per variant, the ratio
+``--think S`` waits S seconds before each cudagym cycle, as an agent writing its next kernel does; the wait
+is not counted. Each cycle's seconds are compile + verify + profile; the table shows medians per variant, the ratio
 naive / cudagym warm and the cold first cycle. The naive stages run as ``--stage`` subprocesses of this
 script that import only torch, never cudagym.
 """
@@ -248,6 +251,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from cudagym.backends import resolve_backend
     from cudagym.baselines.scripted import solution_files
+    from cudagym.build import Builder
     from cudagym.evaluator import EvalConfig, LocalEvaluator
     from cudagym.tasks import load
     from cudagym.workspace import TEMPLATES, Workspace
@@ -258,6 +262,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     kernel = edited_kernel(files)
     run_id = secrets.token_hex(4)  # in every edit, so that no cycle reuses objects of an earlier run
     variants: dict[str, list[dict[str, Any]]] = {}
+    pch_s: float | None = None
     scratch = Path(tempfile.mkdtemp(prefix="cudagym-latency-"))
     try:
         if "cudagym" in args.variants:
@@ -269,15 +274,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 config = dataclasses.replace(config, fork_server=args.fork_server == "on")
             if args.prepare_ahead != "auto":
                 config = dataclasses.replace(config, prepare_ahead=args.prepare_ahead == "on")
-            evaluator = LocalEvaluator(task, backend, config, cache_dir=args.cache_dir or scratch / "cache")
+            cache_dir = args.cache_dir or scratch / "cache"
+            if args.pch_ready:
+                start = time.perf_counter()
+                pch = Builder(backend, cache_dir=cache_dir, options=config.build).precompiled_header()
+                pch_s = time.perf_counter() - start
+                print(f"[precompiled header built beforehand] {pch_s:.2f} s ({pch})", flush=True)
+            evaluator = LocalEvaluator(task, backend, config, cache_dir=cache_dir)
             workspace = Workspace(task.source_for(backend.name), "step latency benchmark", root_dir=scratch)
             try:
                 for path, content in files.items():
                     workspace.write(path, content)
+                time.sleep(args.think)
                 variants[first] = [cudagym_cycle(evaluator, workspace)]
                 _echo(first, variants[first][-1])
                 variants["cudagym warm"] = []
                 for i in range(args.cycles):
+                    time.sleep(args.think)
                     workspace.write(kernel, files[kernel] + f"\n// run {run_id} cycle {i + 1}\n")
                     variants["cudagym warm"].append(cudagym_cycle(evaluator, workspace))
                     _echo("cudagym warm", variants["cudagym warm"][-1])
@@ -308,6 +321,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "device": backend.device_name,
         "task": task.id,
         "edited": kernel,
+        "think_s": args.think,
+        "pch_built_beforehand_s": pch_s,
         "summary": summary,
         "cycles": variants,
     }
@@ -326,7 +341,10 @@ def _echo(variant: str, row: dict[str, Any]) -> None:
 
 def print_table(report: dict[str, Any]) -> None:
     print(f"\nStep latency: {report['task']} on {report['backend']} ({report['device']}), {report['date']}")
-    print(f"Edited between cycles: {report['edited']}\n")
+    print(f"Edited between cycles: {report['edited']}; {report['think_s']:g} s between cycles, not counted")
+    if report.get("pch_built_beforehand_s") is not None:
+        print(f"Precompiled header built before the cold cycle: {report['pch_built_beforehand_s']:.2f} s")
+    print()
     print("| variant | cycles | compile s | verify s | profile s | cycle s (median) | min-max s | all ok |")
     print("|---|---|---|---|---|---|---|---|")
     labels = {
@@ -335,6 +353,8 @@ def print_table(report: dict[str, Any]) -> None:
         "cudagym first": "cudagym first cycle (given cache)",
         "cudagym warm": "cudagym warm (one kernel edited)",
     }
+    if report.get("pch_built_beforehand_s") is not None:
+        labels["cudagym cold"] = "cudagym cold (empty cache but the precompiled header)"
     for name in ("naive", "cudagym cold", "cudagym first", "cudagym warm"):
         s = report["summary"].get(name)
         if s is not None:
@@ -369,6 +389,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server")
     parser.add_argument(
         "--prepare-ahead", default="auto", choices=("auto", "on", "off"), help="EvalConfig.prepare_ahead"
+    )
+    parser.add_argument(
+        "--pch-ready",
+        action="store_true",
+        help="build the precompiled header (once per toolchain) into the empty cache before the cold cycle",
+    )
+    parser.add_argument(
+        "--think",
+        type=float,
+        default=0.0,
+        help="seconds between cudagym cycles, not counted (an agent writing its next kernel; default 0)",
     )
     parser.add_argument("--workdir", help=argparse.SUPPRESS)
     parser.add_argument("--device", default="cpu", help=argparse.SUPPRESS)

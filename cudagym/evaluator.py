@@ -164,9 +164,10 @@ class LocalEvaluator:
         self._ahead.start()
 
     def _prepare_ahead(self, previous: threading.Thread | None, task: Task) -> None:
-        """What the first verify and profile of ``task`` would otherwise wait for: spare candidates, the
-        reference process with the task loaded, and the reference's torch.compile (CPU work; the baselines
-        themselves are timed in ``profile``). Stops early when the task changed or the evaluator closes."""
+        """What the first compile, verify and profile of ``task`` would otherwise wait for: spare candidates,
+        the precompiled header, the reference process with the task loaded, and the reference's torch.compile
+        (CPU work; the baselines themselves are timed in ``profile``). Stops early when the task changed or
+        the evaluator closes."""
         _AHEAD.active = True  # this thread prepares: it never waits for a preparation (its successor waits for it)
         if previous is not None:
             previous.join()
@@ -174,6 +175,7 @@ class LocalEvaluator:
             if self._closing or self.task is not task:
                 return
             self.pool.fill()
+            threading.Thread(target=self._prepare_header, name="cudagym-pch", daemon=True).start()
             ref = self.reference()
             switched = self._closing or self.task is not task
             if switched or not self.config.compile_baseline or self._cached_baselines() is not None:
@@ -187,6 +189,14 @@ class LocalEvaluator:
                 shutil.rmtree(folder, ignore_errors=True)
         except Exception as exc:  # the stages start what is missing and report their own errors
             self.ahead_error = f"{type(exc).__name__}: {exc}"
+
+    def _prepare_header(self) -> None:
+        """Builds the binding headers' precompiled header (once per toolchain, about 20 s on a fresh cache)
+        while the agent writes its first files; a compile that needs it meanwhile waits for this build."""
+        try:
+            self.builder.precompiled_header()
+        except Exception as exc:  # the compile builds it again and reports its own error
+            self.ahead_error = f"precompiled header: {type(exc).__name__}: {exc}"
 
     def _unchecked_inputs(self, ref: ReferenceProcess, key: str, folder: Path) -> dict[str, Any]:
         """A fresh input set ``key`` from a secret seed, with no reference output kept for it."""

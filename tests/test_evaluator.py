@@ -4,8 +4,11 @@ built in the background, following the env's task when it changes mid-way, and s
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
+from pathlib import Path
 
+import pytest
 from cudagym_testing import write_all
 
 from cudagym.baselines import tool_call
@@ -63,3 +66,31 @@ def test_prepare_ahead_is_on_for_cuda_and_off_for_cpu_by_default() -> None:
     assert not prepares_ahead(EvalConfig(), cpu)
     assert prepares_ahead(EvalConfig(), dataclasses.replace(cpu, name="cuda"))
     assert prepares_ahead(EvalConfig(prepare_ahead=True), cpu)
+
+
+def test_preparation_ahead_builds_the_precompiled_header_before_the_first_compile(
+    fast_config: EvalConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cudagym.build import Builder
+
+    callers: list[str] = []
+    real = Builder.precompiled_header
+
+    def recording(self: Builder) -> Path | None:
+        callers.append(threading.current_thread().name)
+        return real(self)
+
+    monkeypatch.setattr(Builder, "precompiled_header", recording)
+    config = dataclasses.replace(fast_config, prepare_ahead=True)
+    env = CudaKernelEnv(backend="cpu", eval_config=config)
+    try:
+        env.reset(options={"task_id": "builtin/relu"})
+        deadline = time.monotonic() + 60
+        while not callers and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert callers[:1] == ["cudagym-pch"]  # from the background, before the agent compiled anything
+        write_all(env, solution_files(env.task, "cpu"))
+        obs, _, _, _, info = env.step(tool_call("compile"))
+        assert info["status"] == "ok", obs
+    finally:
+        env.close()
