@@ -28,6 +28,8 @@ from typing import IO, Any
 from cudagym.sandbox import HARNESS_DIR, OutputCapture
 
 ENABLE_ENV = "CUDAGYM_FORK_SERVER"  # "0"/"off": candidates start as new interpreters whatever EvalConfig says
+# passed on to the server: whether it also imports what a first profiling session imports (harness/forkserver.py)
+PREIMPORT_ENV = "CUDAGYM_FORK_PREIMPORT"
 READY_TIMEOUT_S = 180.0  # importing torch on a loaded machine
 SPAWN_TIMEOUT_S = 30.0
 
@@ -87,6 +89,8 @@ class ForkServer:
 
     def __init__(self, env: dict[str, str], on_ready: Callable[[ForkServer], None] | None = None) -> None:
         self.on_ready = on_ready
+        if PREIMPORT_ENV in os.environ:
+            env = {PREIMPORT_ENV: os.environ[PREIMPORT_ENV], **env}
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             self.proc = subprocess.Popen(
@@ -109,6 +113,7 @@ class ForkServer:
         self._lock = threading.Lock()  # one request on the socket at a time
         self._changed = threading.Condition()
         self._ready: bool | None = None
+        self.preimported = False  # whether the server also imported the profiler's modules (PREIMPORT_ENV)
         self._error = ""
         self._replies: dict[int, dict[str, Any]] = {}
         self._exits: dict[int, int] = {}
@@ -133,6 +138,7 @@ class ForkServer:
                 message = json.loads(data)
                 if "ready" in message:
                     self._ready = bool(message["ready"])
+                    self.preimported = bool(message.get("preimported"))
                     self._error = message.get("error", "")
                     if self._ready and self.on_ready is not None:
                         threading.Thread(target=self.on_ready, args=(self,), name="cudagym-fill", daemon=True).start()

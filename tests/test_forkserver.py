@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from cudagym.forkserver import ForkServer, ForkServerError, returncode
+from cudagym.forkserver import PREIMPORT_ENV, ForkServer, ForkServerError, returncode
 from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, scrubbed_env
 
 
@@ -108,3 +108,38 @@ def test_the_server_checks_that_its_forks_could_still_use_cuda(monkeypatch: pyte
     assert harness.forks_can_use_cuda() == ""
     monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)  # what a driver query before the fork does
     assert "refuse CUDA" in harness.forks_can_use_cuda()
+
+
+def started(env_extra: dict[str, str]) -> ForkServer:
+    server = ForkServer({**scrubbed_env(1, {"CUDA_VISIBLE_DEVICES": ""}), **env_extra})
+    server.wait_ready(120)
+    return server
+
+
+def test_a_cpu_only_server_preimports_the_profilers_modules_unless_told_not_to() -> None:
+    for setting, expected in (({}, True), ({PREIMPORT_ENV: "0"}, False), ({PREIMPORT_ENV: "1"}, True)):
+        server = started(setting)
+        try:
+            assert server.preimported is expected, setting
+        finally:
+            server.close()
+
+
+def test_a_server_whose_preimports_spoil_its_forks_starts_again_without_them(tmp_path: Path) -> None:
+    """As on a CUDA build where one of the profiler's modules queried the driver: torch would refuse CUDA in
+    every fork, so the server starts itself again, plain, on the same socket and the same process."""
+    (tmp_path / "sitecustomize.py").write_text(
+        "import sys\n"
+        "import torch.cuda\n"
+        "torch.cuda._is_in_bad_fork = lambda: 'torch._dynamo' in sys.modules  # a driver query by that import\n"
+    )
+    path = os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])
+    server = started({PREIMPORT_ENV: "1", "PYTHONPATH": path})
+    try:
+        assert server.ready and not server.preimported
+        process = server.spawn("probe", json.dumps({}), env=scrubbed_env(1, {"CUDA_VISIBLE_DEVICES": ""}))
+        assert process.wait(timeout=30) == 0
+        os.close(process.channel)
+        assert server.proc.poll() is None  # the same process, re-executed
+    finally:
+        server.close()

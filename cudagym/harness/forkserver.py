@@ -7,7 +7,7 @@ nothing one candidate does reaches the next: each is a new process, used once, t
 
 Protocol (JSON, one message per packet):
 
-* server -> client, once: ``{"ready": true, "pid": P}`` (or ``{"ready": false, "error": ...}``);
+* server -> client, once: ``{"ready": true, "pid": P, "preimported": BOOL}`` (or ``{"ready": false, "error": ...}``);
 * client -> server: ``{"op": "spawn", "id": N, "role": ..., "spec": SPEC, "env": {...}, "cwd": ...}``
   with three file descriptors attached (the child's stdin, its stdout/stderr, its private channel);
 * server -> client: ``{"id": N, "pid": P}`` (or ``{"id": N, "error": ...}``), and when that process
@@ -39,20 +39,41 @@ MAX_PACKET = 1 << 20
 ORPHAN_SCAN_S = 0.25
 
 
-def warm_up() -> None:
+# "1": also import, on CUDA builds, what a candidate's first profiling session imports (torch._dynamo, the
+# inductor), with torch's NVML-based CUDA check so that no import initialises the driver; "0": never, also not
+# on CPU-only builds; unset ("auto"): on CPU-only builds only. A server whose forks torch would refuse CUDA
+# after these imports starts itself again without them.
+PREIMPORT_ENV = "CUDAGYM_FORK_PREIMPORT"
+
+
+def wants_preimport() -> bool:
+    """Whether this server imports the profiler's modules too (``PREIMPORT_ENV``)."""
+    setting = os.environ.get(PREIMPORT_ENV, "auto")
+    if setting in ("0", "1"):
+        return setting == "1"
+    import torch
+
+    return not torch.cuda._is_compiled()
+
+
+def warm_up(preimport: bool) -> None:
     """Imports what every candidate needs before its job arrives, without touching CUDA or the profiler.
 
     Left out on purpose: a profiling session, even a CPU-only one (on the H200 machine a process forked
     after one hung in its own CUDA profiling session), and ``torch.utils.cpp_extension``, whose import asks
-    ``torch.cuda.is_available()`` on CUDA builds, which marks every later fork as unable to use CUDA."""
+    ``torch.cuda.is_available()`` on CUDA builds, which marks every later fork as unable to use CUDA.
+    ``preimport`` adds the modules the first profiling session of every candidate would import (about
+    1.2 s per candidate on the CI machine)."""
+    if preimport:
+        os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() asks NVML, not the driver
     import candidate  # noqa: F401  (the harness: common, timing, transfer)
     import torch
     import torch.utils._python_dispatch  # recording aten operators
 
-    if not torch.cuda._is_compiled():
-        # CPU-only builds have no CUDA driver to query: import here what the first profiling session of every
-        # candidate would (about 1.2 s on the CI machine; CUDA builds are not tried, their imports may query it)
+    if preimport:
+        import torch._dynamo
         import torch._inductor.standalone_compile
+        import torch.profiler
 
     if torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised in the fork server; forked candidates could not use it")
@@ -221,15 +242,22 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     ctypes.CDLL(None).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     try:
-        warm_up()
+        preimport = wants_preimport()
+        warm_up(preimport)
         problem = forks_can_use_cuda()
+        if problem and preimport:
+            # the extra imports queried the driver: start again as a plain server (same socket, same pid)
+            os.environ[PREIMPORT_ENV] = "0"
+            os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
+            os.set_inheritable(sock.fileno(), True)
+            os.execv(sys.executable, [sys.executable, "-B", os.path.abspath(__file__), str(sock.fileno())])
         if problem:
             raise RuntimeError(problem)
     except BaseException as exc:
         sock.send(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
         raise
     server = Server(sock)
-    server.send(ready=True, pid=os.getpid())
+    server.send(ready=True, pid=os.getpid(), preimported=preimport)
     server.serve()
 
 
