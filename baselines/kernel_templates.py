@@ -226,8 +226,8 @@ class Knobs:
 class KnobSpace:
     """The knob indices an agent may choose from (a subset of each knob's values; default: all).
 
-    ``KnobSpace({"precision": (1, 2), "vector": (0, 2)})`` lets only those indices vary; the other knobs
-    are fixed at their ``DEFAULT_CHOICE``.
+    ``KnobSpace({"precision": (1, 2), "vector": (0, 2)})`` restricts those two knobs to those indices; the
+    other knobs keep all their values. ``KnobSpace.fixed_except`` fixes the others at ``DEFAULT_CHOICE``.
     """
 
     choices: Mapping[str, tuple[int, ...]] = dataclasses.field(default_factory=dict)

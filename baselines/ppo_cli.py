@@ -17,7 +17,8 @@ from cudagym.baselines.kernel_templates import KNOB_NAMES, KNOBS, TEMPLATE_TASKS
 
 def parse_knob_space(specs: list[str] | None, backend: str) -> KnobSpace:
     """``["precision=fast,approx", "vector=1,4"]`` -> a KnobSpace; values are the backend's own (see
-    ``kernel_templates.KNOBS``), the other knobs keep all their values."""
+    ``kernel_templates.KNOBS``). Only the named knobs vary, the others stay at their default choice; with no
+    spec every knob varies over all its values."""
     choices: dict[str, tuple[int, ...]] = {}
     for spec in specs or []:
         name, sep, values = spec.partition("=")
@@ -31,7 +32,7 @@ def parse_knob_space(specs: list[str] | None, backend: str) -> KnobSpace:
                 raise ValueError(f"--knob {name}: {value!r} is not a {backend} value; choose from {allowed}")
             indices.append(allowed.index(value))
         choices[name] = tuple(indices)
-    return KnobSpace(choices)
+    return KnobSpace.fixed_except(**choices) if choices else KnobSpace()
 
 
 def _configure(parser: argparse.ArgumentParser) -> None:
@@ -45,7 +46,11 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--n-envs", type=int, default=4, help="vectorised envs (default 4)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--knob", action="append", metavar="NAME=V1,V2", help="restrict a knob to these backend values (repeatable)"
+        "--knob",
+        action="append",
+        metavar="NAME=V1,V2",
+        help="let this knob vary over these backend values (repeatable; unnamed knobs stay at their default; "
+        "none given: every knob varies over all its values)",
     )
     parser.add_argument("--reward", default="milestone", help="reward shaper of the env (default milestone)")
     parser.add_argument("--attempts", type=int, default=1, help="choices per episode (default 1)")

@@ -8,25 +8,26 @@ used process that said it was done is killed by a background thread instead of b
 while it times (``start(refill=False)``, ``join_reapers``), so that no process starts or dies on the
 device during a timed run.
 
-With ``fork_server`` on (``"auto"``, the default: on for cpu, off for cuda until
-``tests/gpu/test_fork_server.py`` has passed on the device; ``$CUDAGYM_FORK_SERVER=0`` turns it off),
-candidates are forked from a server that imported torch once (``cudagym.forkserver``), which saves each
-the interpreter's start and torch's import (3.5 s on the H200 machine). The server starts with the pool's
-first spare and fills the pool once it is ready; if it cannot start (twice), the pool falls back to new
-interpreters and says why in ``fork_server_error``."""
+With ``fork_server`` on (the default; ``$CUDAGYM_FORK_SERVER=0`` turns it off), candidates are forked
+from a server that imported torch once (``cudagym.forkserver``), which saves each the interpreter's start
+and torch's import (3.5 s on the H200 machine). The server starts with the pool's first spare and fills the
+pool once it is ready; if it cannot start (twice), the pool falls back to new interpreters and says why
+in ``fork_server_error``."""
 
 from __future__ import annotations
 
 import functools
 import threading
 import time
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from cudagym.backends import Backend
 from cudagym.forkserver import ForkServer, ForkServerError, fork_server_allowed
 from cudagym.results import Status
 from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, scrubbed_env, signal_name
 from cudagym.text import clean
+
+PROFILER_WARMUP_ENV = "CUDAGYM_PROFILER_WARMUP"  # read by harness/candidate.py: "0" skips the profiler's warm-up
 
 if TYPE_CHECKING:
     from cudagym.workspace import Workspace
@@ -42,15 +43,14 @@ class CandidatePool:
         prestart: int,
         env: dict[str, str],
         *,
-        fork_server: bool | Literal["auto"] = "auto",
+        fork_server: bool = True,
     ) -> None:
         self.backend = backend
         self.limits = limits
         self.env = env
         # on the CPU, processes warming up would share the cores with the timed runs: one ahead at most
         self.prestart = int(prestart) if backend.is_cuda else min(1, int(prestart))
-        wanted = fork_server is True or (fork_server == "auto" and not backend.is_cuda)
-        self.fork_server = wanted and fork_server_allowed()
+        self.fork_server = fork_server and fork_server_allowed()
         self.fork_server_error = ""  # why candidates are not forked, when they should be
         self._server: ForkServer | None = None
         self._server_failures = 0
@@ -83,8 +83,10 @@ class CandidatePool:
 
     def _new(self, prefix: tuple[str, ...] = ()) -> Child:
         launcher = None if prefix else self._launcher()
+        # under a wrapper (ncu) the wrapper owns CUDA's profiling interface: no torch profiler session then
+        env = {**self.env, PROFILER_WARMUP_ENV: "0"} if prefix else self.env
         child = functools.partial(
-            Child, "candidate", limits=self.limits, threads=self.backend.threads, env=self.env, prefix=prefix
+            Child, "candidate", limits=self.limits, threads=self.backend.threads, env=env, prefix=prefix
         )
         try:
             return child(launcher=launcher)

@@ -71,9 +71,9 @@ class EvalConfig:
     limits: ChildLimits = dataclasses.field(default_factory=ChildLimits)
     poison_bytes: int = 64 * 1024 * 1024  # cuda: NaN-filled device memory freed before each call
     prestart: int = 2  # candidates kept started ahead (torch imported, CUDA and its tracing initialised); cpu: <= 1
-    # fork candidates from a server that imported torch once (cudagym/forkserver.py); "auto": on for cpu, and
-    # off for cuda until tests/gpu/test_fork_server.py has passed on the device
-    fork_server: bool | Literal["auto"] = "auto"
+    # fork candidates from a server that imported torch once (cudagym/forkserver.py; $CUDAGYM_FORK_SERVER=0
+    # turns it off for the process)
+    fork_server: bool = True
     # while the agent writes and compiles: start the reference process, load the task, build its torch.compile
     # and start spare candidates (a background thread per task); "auto": on for cuda, off for cpu (where it
     # would take cores from the agent's compiles)

@@ -11,6 +11,7 @@ import pytest
 from cudagym import forkserver
 from cudagym.backends import resolve_backend
 from cudagym.candidate_pool import CandidatePool, Phases, classify
+from cudagym.evaluator import EvalConfig
 from cudagym.results import Status
 from cudagym.sandbox import ChildLimits
 
@@ -78,12 +79,12 @@ def test_phases_are_kept_in_order() -> None:
     assert all(seconds >= 0 for _, seconds in phases.items())
 
 
-def test_auto_forks_candidates_on_cpu_and_not_yet_on_cuda(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_candidates_are_forked_by_default_on_both_backends(monkeypatch: pytest.MonkeyPatch) -> None:
     cpu = resolve_backend("cpu")
     cuda = dataclasses.replace(cpu, name="cuda")  # only its name is read here
     assert CandidatePool(cpu, ChildLimits(), 1, {}).fork_server
-    assert not CandidatePool(cuda, ChildLimits(), 1, {}).fork_server
-    assert CandidatePool(cuda, ChildLimits(), 1, {}, fork_server=True).fork_server
+    assert CandidatePool(cuda, ChildLimits(), 1, {}).fork_server
+    assert EvalConfig().fork_server is True
     assert not CandidatePool(cpu, ChildLimits(), 1, {}, fork_server=False).fork_server
     monkeypatch.setenv("CUDAGYM_FORK_SERVER", "0")
     assert not CandidatePool(cpu, ChildLimits(), 1, {}, fork_server=True).fork_server

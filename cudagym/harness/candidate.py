@@ -385,6 +385,11 @@ def kernel_breakdown(call: Any, device: str, runs: int = 3) -> list[dict[str, An
     return table[:20]
 
 
+# "0" in a candidate run under Nsight Compute: a torch profiler session (CUPTI) in that process kept ncu
+# from profiling the candidate's kernels on the H200
+PROFILER_WARMUP_ENV = "CUDAGYM_PROFILER_WARMUP"
+
+
 def warm_profiler() -> None:
     """Initialises the profiler's CUDA tracing (CUPTI) once, while this process waits for its job: the
     first profiling session of a process costs seconds, later ones a fraction of that."""
@@ -409,7 +414,8 @@ def main(channel: Channel) -> None:
             torch.cuda.init()
             torch.zeros(1, device="cuda")
             torch.cuda.synchronize()
-        warm_profiler()
+        if os.environ.pop(PROFILER_WARMUP_ENV, "1") != "0":
+            warm_profiler()
     watch = Watch()
     channel.send(stage="warm")
     job = json.loads(sys.stdin.readline())

@@ -99,7 +99,9 @@ def test_knob_space_maps_actions_to_knobs() -> None:
         KnobSpace({"precision": (3,)})
     with pytest.raises(KeyError, match="no kernel template for task 'conv2d'"):
         spec_for("builtin/conv2d")
-    assert parse_knob_space(["precision=fast,approx", "vector=1,4"], "cuda").choices["vector"] == (0, 2)
+    named = parse_knob_space(["precision=fast,approx", "vector=1,4"], "cuda")
+    assert named.choices["vector"] == (0, 2) and len(named) == 4  # the unnamed knobs stay at their default
+    assert len(parse_knob_space([], "cuda")) == len(KnobSpace())
     with pytest.raises(ValueError, match="not a cpu value"):
         parse_knob_space(["vector=2"], "cpu")
 
@@ -138,6 +140,9 @@ def test_the_knob_env_passes_gymnasiums_checker(runner: SolutionRunner) -> None:
 
 
 def test_ppo_trained_policy_beats_the_untrained_one(runner: SolutionRunner, tmp_path: Path) -> None:
+    for task in runner.tasks:  # the four real evaluations (done by the test above when it ran on this worker)
+        for precision in (FAST, APPROX):
+            runner.evaluate(task, render(task, Knobs.from_indices({"precision": precision}, "cpu"), "cpu"))
     before, misses = runner.evaluations, runner.cache.misses
     report = train_ppo(
         tasks=runner.tasks,
@@ -152,7 +157,7 @@ def test_ppo_trained_policy_beats_the_untrained_one(runner: SolutionRunner, tmp_
         cache=runner.cache,
         untrained_episodes_per_task=32,
     )
-    # every step replayed one of the four real evaluations above
+    # every step replayed one of the four real evaluations
     assert runner.evaluations == before and report.cache["misses"] == misses and report.cache["distinct"] == 4
     assert report.timesteps >= 4096
     # the untrained policy samples approx about half of the time (reward -1); the trained one never does
