@@ -12,6 +12,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import fcntl
+import functools
 import hashlib
 import os
 import re
@@ -301,6 +302,7 @@ class Builder:
         flags = [
             "-shared",
             "-fopenmp",
+            *fast_linker(tc.cxx),
             f"-L{tc.torch_lib}",
             f"-Wl,-rpath,{tc.torch_lib}",
             "-lc10",
@@ -343,6 +345,33 @@ def _fail(status: Status, message: str, start: float) -> CompileResult:
     return CompileResult(
         stage=Stage.COMPILE, status=status, message=message, seconds=time.monotonic() - start, diagnostics=message
     )
+
+
+FAST_LINKERS = ("-fuse-ld=mold", "-fuse-ld=lld", "-fuse-ld=gold")
+LINKER_ENV = "CUDAGYM_LINKER"  # "default": the compiler's own linker (GNU ld), whatever else is installed
+
+
+@functools.lru_cache(maxsize=4)
+def fast_linker(cxx: str) -> tuple[str, ...]:
+    """The flag of the fastest linker ``cxx`` can use (mold, lld, gold), or () for its default. Linking the
+    binding objects against torch is most of a one-kernel rebuild's link step; gold halves it against GNU ld
+    on the CI machine (0.36 -> 0.18 s). Each candidate is tried once on an empty shared object."""
+    if os.environ.get(LINKER_ENV, "").strip().lower() == "default":
+        return ()
+    for flag in FAST_LINKERS:
+        with tempfile.TemporaryDirectory(prefix="cudagym-ld-") as tmp:
+            try:
+                proc = subprocess.run(
+                    [cxx, flag, "-shared", "-fPIC", "-x", "c", "-", "-o", str(Path(tmp) / "probe.so")],
+                    input=b"int cudagym_probe(void) { return 0; }\n",
+                    capture_output=True,
+                    timeout=60,
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                continue
+            if proc.returncode == 0:
+                return (flag,)
+    return ()
 
 
 def _run(cmd: Sequence[str], timeout: float, cwd: Path) -> tuple[int, str]:
