@@ -29,7 +29,12 @@ def summarize_ncu(csv_text: str) -> str:
         if metric in NCU_METRICS:
             entry[metric] = f"{row.get('Metric Value', '')} {row.get('Metric Unit', '')}".strip()
     if not kernels:
-        return "ncu profiled no kernels of yours (only PyTorch's own, or none)."
+        seen = sorted({row.get("Kernel Name", "")[:60] for row in rows if row.get("Kernel Name")})
+        notes = [line.strip() for line in csv_text.splitlines() if line.startswith(("==ERROR==", "==WARNING=="))]
+        detail = f" Profiled: {', '.join(seen[:6])}." if seen else " It profiled no kernel at all."
+        if notes:
+            detail += " ncu said: " + " | ".join(notes[:4])[:600]
+        return "ncu profiled no kernels of yours (only PyTorch's own, or none)." + detail
     lines = []
     for (_, name), metrics in list(kernels.items())[:12]:
         figures = ", ".join(f"{k}: {v}" for k, v in metrics.items())

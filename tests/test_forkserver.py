@@ -116,7 +116,7 @@ def started(env_extra: dict[str, str]) -> ForkServer:
     return server
 
 
-def test_a_cpu_only_server_preimports_the_profilers_modules_unless_told_not_to() -> None:
+def test_the_server_preimports_the_profilers_modules_unless_told_not_to() -> None:
     for setting, expected in (({}, True), ({PREIMPORT_ENV: "0"}, False), ({PREIMPORT_ENV: "1"}, True)):
         server = started(setting)
         try:
