@@ -321,11 +321,17 @@ class Builder:
         try:
             tmp = tmp_dir / artifact.name
             objects = [str(self.objects_dir / f"{u.key}.o") for u in units]
-            code, out = _run(
-                [self.toolchain.cxx, *objects, *self._link_flags(), "-o", str(tmp)],
-                self.options.timeout_seconds,
-                cwd=tmp_dir,
-            )
+            flags, timeout = self._link_flags(), self.options.timeout_seconds
+            code, out = _run([self.toolchain.cxx, *objects, *flags, "-o", str(tmp)], timeout, tmp_dir)
+            faster = fast_linker(self.toolchain.cxx)
+            if code != 0 and faster:
+                # a linker that links an empty library may still fail on torch's (gold did on the H200 machine,
+                # where it could not find the compiler's libstdc++): the default linker decides, and is kept
+                plain = [f for f in flags if f not in faster]
+                code, plain_out = _run([self.toolchain.cxx, *objects, *plain, "-o", str(tmp)], timeout, tmp_dir)
+                if code == 0:
+                    _FAST_LINKER_FAILED.add(self.toolchain.cxx)
+                out = plain_out
             if code == 0:
                 try:
                     tmp_dir.rename(folder)
@@ -349,21 +355,28 @@ def _fail(status: Status, message: str, start: float) -> CompileResult:
 
 FAST_LINKERS = ("-fuse-ld=mold", "-fuse-ld=lld", "-fuse-ld=gold")
 LINKER_ENV = "CUDAGYM_LINKER"  # "default": the compiler's own linker (GNU ld), whatever else is installed
+_FAST_LINKER_FAILED: set[str] = set()  # compilers whose fast linker failed a link the default one managed
+_LINK_PROBE = b"#include <string>\nstd::string cudagym_probe(int n) { return std::to_string(n); }\n"
 
 
-@functools.lru_cache(maxsize=4)
 def fast_linker(cxx: str) -> tuple[str, ...]:
     """The flag of the fastest linker ``cxx`` can use (mold, lld, gold), or () for its default. Linking the
     binding objects against torch is most of a one-kernel rebuild's link step; gold halves it against GNU ld
-    on the CI machine (0.36 -> 0.18 s). Each candidate is tried once on an empty shared object."""
-    if os.environ.get(LINKER_ENV, "").strip().lower() == "default":
+    on the CI machine (0.36 -> 0.18 s). Each linker is tried once on a small C++ library with OpenMP; one
+    that later fails a link the default linker manages is not used again by this process."""
+    if os.environ.get(LINKER_ENV, "").strip().lower() == "default" or cxx in _FAST_LINKER_FAILED:
         return ()
+    return _probe_fast_linker(cxx)
+
+
+@functools.lru_cache(maxsize=4)
+def _probe_fast_linker(cxx: str) -> tuple[str, ...]:
     for flag in FAST_LINKERS:
         with tempfile.TemporaryDirectory(prefix="cudagym-ld-") as tmp:
             try:
                 proc = subprocess.run(
-                    [cxx, flag, "-shared", "-fPIC", "-x", "c", "-", "-o", str(Path(tmp) / "probe.so")],
-                    input=b"int cudagym_probe(void) { return 0; }\n",
+                    [cxx, flag, "-shared", "-fPIC", "-fopenmp", "-x", "c++", "-", "-o", str(Path(tmp) / "probe.so")],
+                    input=_LINK_PROBE,
                     capture_output=True,
                     timeout=60,
                 )
