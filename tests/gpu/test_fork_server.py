@@ -1,8 +1,8 @@
 """Candidates forked from the fork server on the GPU: each initialises its own CUDA context after the fork,
 inside its namespaces, and verifies, profiles and submits as a freshly started one does.
 
-``EvalConfig.fork_server`` is "auto" (off for cuda) until this file passes on the device; then its
-default for cuda can be switched on. Run there: ``python -m pytest -m gpu tests/gpu/test_fork_server.py``.
+Its passing on the H200 (2026-11-30) is why ``EvalConfig.fork_server`` is on for cuda by default. Run there:
+``python -m pytest -m gpu tests/gpu/test_fork_server.py``.
 """
 
 from __future__ import annotations
