@@ -29,12 +29,13 @@ def test_step_latency_runs_naive_and_cudagym_cycles(tmp_path: Path, cache_dir: P
     out = tmp_path / "latency.json"
     stdout = run_benchmark(
         "step_latency.py",
-        *("--backend", "cpu", "--task", "builtin/relu", "--cycles", "1"),
+        *("--backend", "cpu", "--task", "builtin/relu", "--cycles", "1", "--pch-ready", "--think", "0.1"),
         *("--cache-dir", str(cache_dir), "--json", str(out)),
     )
     assert "| variant | cycles | compile s | verify s | profile s |" in stdout
     assert "naive / cudagym warm:" in stdout
     report = json.loads(out.read_text())
+    assert report["think_s"] == 0.1 and report["pch_built_beforehand_s"] is not None  # the cache's own header
     assert set(report["summary"]) == {"naive", "cudagym first", "cudagym warm"}
     assert all(s["ok"] and s["cycles"] == 1 for s in report["summary"].values()), report["summary"]
     naive = report["cycles"]["naive"][0]
