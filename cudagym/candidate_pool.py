@@ -135,10 +135,11 @@ class CandidatePool:
             if message.get("stage") == stage and (not key or message.get("key") == key):
                 return message
 
-    def finish(self, child: Child, deadline: float) -> tuple[bool, int | None]:
-        """Ends the conversation and the process; returns (finished in time, returncode)."""
+    def finish(self, child: Child, deadline: float, *, wait_for_exit: bool = False) -> tuple[bool, int | None]:
+        """Ends the conversation and the process; returns (finished in time, returncode). A candidate that
+        said it was done is killed by a background thread, unless ``wait_for_exit``."""
         child.send({"op": "end"}, close_stdin=True)
-        if self.await_stage(child, "done", deadline) is not None:
+        if not wait_for_exit and self.await_stage(child, "done", deadline) is not None:
             self._forget(child)
             reaper = threading.Thread(target=child.kill, name="cudagym-reap", daemon=True)
             reaper.start()
@@ -151,9 +152,11 @@ class CandidatePool:
         return finished and code is not None, code
 
     def run(self, job: dict[str, Any], timeout: float, prefix: tuple[str, ...] = ()) -> tuple[Child, bool, int | None]:
-        """Runs a candidate that needs no commands (import, ncu) to its end or its deadline."""
+        """Runs a candidate that needs no commands (import, ncu) to its end or its deadline. A wrapped run
+        (``prefix``, such as ncu) is waited for until the wrapper exits: ncu writes its report after the
+        candidate has ended, and killing it at the candidate's "done" lost the report."""
         child = self.start(job, prefix)
-        finished, code = self.finish(child, time.monotonic() + timeout)
+        finished, code = self.finish(child, time.monotonic() + timeout, wait_for_exit=bool(prefix))
         return child, finished, code
 
     def discard(self, child: Child) -> None:

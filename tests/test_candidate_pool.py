@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -88,3 +89,19 @@ def test_candidates_are_forked_by_default_on_both_backends(monkeypatch: pytest.M
     assert not CandidatePool(cpu, ChildLimits(), 1, {}, fork_server=False).fork_server
     monkeypatch.setenv("CUDAGYM_FORK_SERVER", "0")
     assert not CandidatePool(cpu, ChildLimits(), 1, {}, fork_server=True).fork_server
+
+
+def test_a_wrapped_run_lasts_until_the_wrapper_has_written_its_report(tmp_path: Path) -> None:
+    """As ncu, which writes its report after the candidate has ended: the wrapper is not killed at the
+    candidate's "done" (that lost every ncu report)."""
+    report = tmp_path / "report.txt"
+    (tmp_path / "model_new.py").write_text("class ModelNew:\n    pass\n")
+    wrapper = ("/bin/sh", "-c", f'"$@"; status=$?; sleep 0.5; echo written > {report}; exit $status', "wrapper")
+    pool = CandidatePool(resolve_backend("cpu"), ChildLimits(), 0, {})
+    try:
+        child, finished, code = pool.run({"mode": "import", "workspace": str(tmp_path)}, 60, prefix=wrapper)
+        assert finished and code == 0, child.output.text()
+        assert classify(child, finished, code, 60)[0] is Status.OK
+        assert report.read_text() == "written\n"
+    finally:
+        pool.close()
