@@ -386,7 +386,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # a naive stage's own process
     parser.add_argument("--prestart", type=int, help="candidate processes kept started ahead (EvalConfig.prestart)")
-    parser.add_argument("--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server")
+    parser.add_argument(
+        "--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server (auto: on)"
+    )
     parser.add_argument(
         "--prepare-ahead", default="auto", choices=("auto", "on", "off"), help="EvalConfig.prepare_ahead"
     )

@@ -60,7 +60,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
             evaluator_factory=factory,
             eval_config=EvalConfig(
                 prestart=options.get("prestart", EvalConfig.prestart),
-                fork_server={"on": True, "off": False}.get(options.get("fork_server", "auto"), "auto"),
+                fork_server=options.get("fork_server", "auto") != "off",
             ),
         )
         task = load("builtin").get(task_id)
@@ -305,7 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         default=2,
         help="candidate processes each env keeps started ahead (EvalConfig.prestart; 1 saves memory at 16 envs)",
     )
-    parser.add_argument("--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server")
+    parser.add_argument(
+        "--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server (auto: on)"
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)
     args.levels = [int(v) for v in args.levels.split(",") if v.strip()]
