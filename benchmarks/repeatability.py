@@ -16,6 +16,7 @@ from cudagym.baselines import tool_call
 from cudagym.baselines.scripted import solution_files
 from cudagym.build import default_cache_dir
 from cudagym.envs import CudaKernelEnv
+from cudagym.evaluator import EvalConfig
 from cudagym.tasks import load
 
 
@@ -30,8 +31,13 @@ def main() -> None:
         action="store_true",
         help="re-time eager and torch.compile at every call (shows whether the device itself drifts)",
     )
+    parser.add_argument(
+        "--paired-eager",
+        action="store_true",
+        help="EvalConfig.paired_eager: eager re-timed beside the candidate in every profile",
+    )
     args = parser.parse_args()
-    env = CudaKernelEnv(backend=args.backend)
+    env = CudaKernelEnv(backend=args.backend, eval_config=EvalConfig(paired_eager=args.paired_eager))
     ids = args.task or [t.id for t in load("builtin") if env.backend.name in t.solutions]
     table = []
     try:
@@ -67,7 +73,8 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     finally:
         env.close()
-    print(f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task\n")
+    paired = "eager re-timed beside the candidate" if args.paired_eager else "cached baselines"
+    print(f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task; {paired}\n")
     print(
         "| task | median candidate ms | speedup vs eager (min-max) | spread | speedup vs compile (min-max) | spread |"
     )

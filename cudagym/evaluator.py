@@ -79,6 +79,11 @@ class EvalConfig:
     # would take cores from the agent's compiles)
     prepare_ahead: bool | Literal["auto"] = "auto"
     compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
+    # time eager again inside the candidate's timing slot, right after the candidate and on its inputs, and
+    # take the speedups from that pair (torch.compile's cached time scaled by the same drift): the device's
+    # own drift over seconds (3% for a 1 ms kernel on the H200) then cancels in the ratio. Costs one eager
+    # timing per profile. Not yet measured on the GPU; docs/benchmarks.md has the CPU figures.
+    paired_eager: bool = False
     output_chars: int = 6000  # how much of a child's output an observation may carry
     transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
     check_determinism: bool = True  # verify runs check 1's inputs twice and requires bitwise-equal outputs
@@ -621,6 +626,7 @@ class LocalEvaluator:
         folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=exchange_dir()))
         deadline = time.monotonic() + self.config.profile_timeout
         timed: dict[str, Any] | None = None
+        paired_ms: float | None = None
         kernels: list[dict[str, Any]] = []
         recheck: CheckResult | None = None
         findings: list[IntegrityFinding] = []
@@ -646,6 +652,10 @@ class LocalEvaluator:
                     phases.mark("timing")
                     breakdown = self.pool.await_stage(child, "kernels", deadline) if timed else None
                     phases.mark("kernel_breakdown")
+                    if breakdown is not None and self.config.paired_eager:  # the candidate waits, idle
+                        timing = dataclasses.asdict(self.config.timing)
+                        paired_ms = ref.call("baseline", key="timing", mode="eager", timing=timing)["median_ms"]
+                        phases.mark("paired_eager")
                 if breakdown is not None:
                     kernels = breakdown["kernels"]
                     findings += [
@@ -687,6 +697,9 @@ class LocalEvaluator:
         elif status is Status.OK and broken is not None:
             status = Status.INTEGRITY
             message = f"Integrity check '{broken.check}' failed: {broken.detail}"
+        if paired_ms is not None and eager_ms > 0:  # the pair's eager time, and the drift it shows
+            compile_ms = compile_ms * paired_ms / eager_ms if compile_ms is not None else None
+            eager_ms = paired_ms
         speedup_eager = eager_ms / candidate_ms if candidate_ms else None
         speedup_compile = compile_ms / candidate_ms if candidate_ms and compile_ms else None
         if status is Status.OK:
@@ -711,6 +724,7 @@ class LocalEvaluator:
             device=self.backend.device_name,
             method=timed["method"] if timed else "",
             baseline_cached=cached,
+            eager_paired=paired_ms is not None,
             ncu=ncu_text,
             stderr=stderr,
             signal=sig,

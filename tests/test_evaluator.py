@@ -94,3 +94,23 @@ def test_preparation_ahead_builds_the_precompiled_header_before_the_first_compil
         assert info["status"] == "ok", obs
     finally:
         env.close()
+
+
+def test_paired_eager_times_eager_beside_the_candidate_and_scales_torch_compile(fast_config: EvalConfig) -> None:
+    env = CudaKernelEnv(backend="cpu", eval_config=dataclasses.replace(fast_config, paired_eager=True))
+    try:
+        env.reset(options={"task_id": "builtin/relu"})
+        write_all(env, solution_files(env.task, "cpu"))
+        obs, _, _, _, info = env.step(tool_call("profile"))
+        assert info["status"] == "ok", obs
+        result = info["result"]
+        assert result["eager_paired"] and "paired_eager" in dict(result["phases"])
+        assert result["speedup_eager"] == pytest.approx(result["eager_ms"] / result["candidate_ms"])
+        evaluator = env.evaluator
+        assert isinstance(evaluator, LocalEvaluator)
+        cached = evaluator._cached_baselines()
+        assert cached is not None  # the cache keeps the baselines' own times; the pair only scales them
+        drift = result["eager_ms"] / cached["eager_ms"]
+        assert result["compile_ms"] == pytest.approx(cached["compile_ms"] * drift)
+    finally:
+        env.close()
