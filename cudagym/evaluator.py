@@ -703,7 +703,8 @@ class LocalEvaluator:
         speedup_eager = eager_ms / candidate_ms if candidate_ms else None
         speedup_compile = compile_ms / candidate_ms if candidate_ms and compile_ms else None
         if status is Status.OK:
-            message = f"ModelNew {candidate_ms:.4g} ms | eager {eager_ms:.4g} ms ({speedup_eager:.3g}x) | " + (
+            beside = " timed beside it" if paired_ms is not None else ""
+            message = f"ModelNew {candidate_ms:.4g} ms | eager{beside} {eager_ms:.4g} ms ({speedup_eager:.3g}x) | " + (
                 f"torch.compile {compile_ms:.4g} ms ({speedup_compile:.3g}x)"
                 if compile_ms is not None
                 else "torch.compile not timed (compile_baseline=False)"

@@ -105,6 +105,7 @@ def test_paired_eager_times_eager_beside_the_candidate_and_scales_torch_compile(
         assert info["status"] == "ok", obs
         result = info["result"]
         assert result["eager_paired"] and "paired_eager" in dict(result["phases"])
+        assert "eager timed beside it" in result["message"]
         assert result["speedup_eager"] == pytest.approx(result["eager_ms"] / result["candidate_ms"])
         evaluator = env.evaluator
         assert isinstance(evaluator, LocalEvaluator)
