@@ -23,11 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from cudagym.backends import Backend
 from cudagym.forkserver import ForkServer, ForkServerError, fork_server_allowed
+from cudagym.harness.common import PROFILER_WARMUP_ENV
 from cudagym.results import Status
 from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, scrubbed_env, signal_name
 from cudagym.text import clean
-
-PROFILER_WARMUP_ENV = "CUDAGYM_PROFILER_WARMUP"  # read by harness/candidate.py: "0" skips the profiler's warm-up
 
 if TYPE_CHECKING:
     from cudagym.workspace import Workspace
@@ -83,7 +82,9 @@ class CandidatePool:
 
     def _new(self, prefix: tuple[str, ...] = ()) -> Child:
         launcher = None if prefix else self._launcher()
-        # under a wrapper (ncu) the wrapper owns CUDA's profiling interface: no torch profiler session then
+        # under a wrapper (ncu), which is a CUDA profiling client itself, the candidate starts no torch profiler
+        # session of its own (it needs no per-kernel breakdown there; whether the two clashed was never shown:
+        # ncu's empty reports came from killing the wrapper early, see ``run``)
         env = {**self.env, PROFILER_WARMUP_ENV: "0"} if prefix else self.env
         child = functools.partial(
             Child, "candidate", limits=self.limits, threads=self.backend.threads, env=env, prefix=prefix

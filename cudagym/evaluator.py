@@ -644,16 +644,14 @@ class LocalEvaluator:
             ready = self.pool.await_stage(child, "ready", deadline)
             phases.mark("inputs_and_candidate_load")
             if ready is not None:
+                timing = dataclasses.asdict(self.config.timing)
                 with self._timing_slot("candidate", deadline):
-                    child.send(
-                        {"op": "time", "inputs": prepared["inputs"], "timing": dataclasses.asdict(self.config.timing)}
-                    )
+                    child.send({"op": "time", "inputs": prepared["inputs"], "timing": timing})
                     timed = self.pool.await_stage(child, "timed", deadline)
                     phases.mark("timing")
                     breakdown = self.pool.await_stage(child, "kernels", deadline) if timed else None
                     phases.mark("kernel_breakdown")
                     if breakdown is not None and self.config.paired_eager:  # the candidate waits, idle
-                        timing = dataclasses.asdict(self.config.timing)
                         paired_ms = ref.call("baseline", key="timing", mode="eager", timing=timing)["median_ms"]
                         phases.mark("paired_eager")
                 if breakdown is not None:

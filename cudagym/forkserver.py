@@ -25,11 +25,10 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any
 
+from cudagym.harness.forkserver import PREIMPORT_ENV  # passed on to the server (what it imports before forking)
 from cudagym.sandbox import HARNESS_DIR, OutputCapture
 
 ENABLE_ENV = "CUDAGYM_FORK_SERVER"  # "0"/"off": candidates start as new interpreters whatever EvalConfig says
-# passed on to the server: whether it also imports what a first profiling session imports (harness/forkserver.py)
-PREIMPORT_ENV = "CUDAGYM_FORK_PREIMPORT"
 READY_TIMEOUT_S = 180.0  # importing torch on a loaded machine
 SPAWN_TIMEOUT_S = 30.0
 

@@ -42,11 +42,10 @@ from pathlib import Path
 from typing import Any
 
 from cudagym.backends import Backend
-from cudagym.harness.common import take_slot
+from cudagym.harness.common import WARMUP_SLOT_ENV, take_slot
 
 LOCK_ENV = "CUDAGYM_TIMING_LOCK"
 JOURNAL_ENV = "CUDAGYM_TIMING_JOURNAL"
-WARMUP_SLOT_ENV = "CUDAGYM_WARMUP_SLOT"  # lock files a candidate takes a shared slot on while it warms up
 EXCLUSIVE = "exclusive"
 SHARED = "shared"
 _held = threading.local()  # per thread: {device key: mode} of the slots it holds (nested use is a no-op)

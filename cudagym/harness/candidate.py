@@ -31,7 +31,17 @@ import threading
 import time
 from typing import Any
 
-from common import Channel, configure_threads, describe_exception, load_module, synchronize, to_device, warmup_slot
+from common import (
+    PROFILER_WARMUP_ENV,
+    WARMUP_SLOT_ENV,
+    Channel,
+    configure_threads,
+    describe_exception,
+    load_module,
+    synchronize,
+    to_device,
+    warmup_slot,
+)
 from timing import TimingConfig, time_callable
 from transfer import IpcOpener, same_values
 
@@ -385,11 +395,6 @@ def kernel_breakdown(call: Any, device: str, runs: int = 3) -> list[dict[str, An
     return table[:20]
 
 
-# "0" in a candidate run under Nsight Compute: a torch profiler session (CUPTI) in that process kept ncu
-# from profiling the candidate's kernels on the H200
-PROFILER_WARMUP_ENV = "CUDAGYM_PROFILER_WARMUP"
-
-
 def warm_profiler() -> None:
     """Initialises the profiler's CUDA tracing (CUPTI) once, while this process waits for its job: the
     first profiling session of a process costs seconds, later ones a fraction of that."""
@@ -410,11 +415,11 @@ def main(channel: Channel) -> None:
     import torch
 
     if torch.cuda.is_available():
-        with warmup_slot(os.environ.pop("CUDAGYM_WARMUP_SLOT", "")):
+        with warmup_slot(os.environ.pop(WARMUP_SLOT_ENV, "")):
             torch.cuda.init()
             torch.zeros(1, device="cuda")
             torch.cuda.synchronize()
-        if os.environ.pop(PROFILER_WARMUP_ENV, "1") != "0":
+        if os.environ.pop(PROFILER_WARMUP_ENV, "1") != "0":  # "0" under ncu: it needs no breakdown
             warm_profiler()
     watch = Watch()
     channel.send(stage="warm")

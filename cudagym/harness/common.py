@@ -15,6 +15,10 @@ import types
 from collections.abc import Iterator
 from typing import Any
 
+# environment variables the evaluator sets for a candidate process (cudagym imports them from here)
+WARMUP_SLOT_ENV = "CUDAGYM_WARMUP_SLOT"  # "LOCK:GATE": the device slot it creates its CUDA context in
+PROFILER_WARMUP_ENV = "CUDAGYM_PROFILER_WARMUP"  # "0": no profiler session while it warms up (an ncu run)
+
 CUDA_ERROR_NAMES = (
     "illegal memory access",
     "misaligned address",
