@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument(
         "--paired-eager",
         action="store_true",
-        help="EvalConfig.paired_eager: eager re-timed beside the candidate in every profile",
+        help="EvalConfig.paired_eager: eager timed interleaved with the candidate in every profile",
     )
     args = parser.parse_args()
     env = CudaKernelEnv(backend=args.backend, eval_config=EvalConfig(paired_eager=args.paired_eager))
@@ -73,7 +73,7 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     finally:
         env.close()
-    paired = "eager re-timed beside the candidate" if args.paired_eager else "cached baselines"
+    paired = "eager interleaved with the candidate" if args.paired_eager else "cached baselines"
     print(f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task; {paired}\n")
     print(
         "| task | median candidate ms | speedup vs eager (min-max) | spread | speedup vs compile (min-max) | spread |"

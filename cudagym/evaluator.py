@@ -36,6 +36,7 @@ from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.integrity.static_checks import run_static_checks, violation_message
 from cudagym.ncu import summarize_ncu
+from cudagym.paired_timing import PairedTiming, interleave
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import (
     CheckResult,
@@ -79,11 +80,12 @@ class EvalConfig:
     # would take cores from the agent's compiles)
     prepare_ahead: bool | Literal["auto"] = "auto"
     compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
-    # time eager again inside the candidate's timing slot, right after the candidate and on its inputs, and
-    # take the speedups from that pair (torch.compile's cached time scaled by the same drift): the device's
-    # own drift over seconds (3% for a 1 ms kernel on the H200) then cancels in the ratio. Costs one eager
-    # timing per profile. Not yet measured on the GPU; docs/benchmarks.md has the CPU figures.
+    # time eager interleaved with the candidate inside its timing slot, on its inputs, in ``paired_rounds``
+    # alternating rounds, and take the speedups from the pair (torch.compile's cached time scaled by the same
+    # drift): the device's drift within a second (2-6% for a 1 ms kernel on the H200) then cancels in the
+    # ratio (cudagym/paired_timing.py). The rounds share one timing's repetitions, so it costs little time.
     paired_eager: bool = False
+    paired_rounds: int = 6
     output_chars: int = 6000  # how much of a child's output an observation may carry
     transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
     check_determinism: bool = True  # verify runs check 1's inputs twice and requires bitwise-equal outputs
@@ -91,6 +93,8 @@ class EvalConfig:
     policy: IntegrityPolicy = dataclasses.field(default_factory=IntegrityPolicy)  # what solutions may do
 
     def __post_init__(self) -> None:
+        if self.paired_rounds < 1:
+            raise ValueError(f"paired_rounds must be >= 1, got {self.paired_rounds}")
         if self.num_checks < 1:
             raise ValueError(f"num_checks must be >= 1, got {self.num_checks}")
         if self.transport not in ("auto", "ipc", "file"):
@@ -626,7 +630,7 @@ class LocalEvaluator:
         folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=exchange_dir()))
         deadline = time.monotonic() + self.config.profile_timeout
         timed: dict[str, Any] | None = None
-        paired_ms: float | None = None
+        pair: PairedTiming | None = None
         kernels: list[dict[str, Any]] = []
         recheck: CheckResult | None = None
         findings: list[IntegrityFinding] = []
@@ -644,16 +648,11 @@ class LocalEvaluator:
             ready = self.pool.await_stage(child, "ready", deadline)
             phases.mark("inputs_and_candidate_load")
             if ready is not None:
-                timing = dataclasses.asdict(self.config.timing)
                 with self._timing_slot("candidate", deadline):
-                    child.send({"op": "time", "inputs": prepared["inputs"], "timing": timing})
-                    timed = self.pool.await_stage(child, "timed", deadline)
+                    timed, pair = self._time_candidate(child, ref, prepared["inputs"], deadline)
                     phases.mark("timing")
                     breakdown = self.pool.await_stage(child, "kernels", deadline) if timed else None
                     phases.mark("kernel_breakdown")
-                    if breakdown is not None and self.config.paired_eager:  # the candidate waits, idle
-                        paired_ms = ref.call("baseline", key="timing", mode="eager", timing=timing)["median_ms"]
-                        phases.mark("paired_eager")
                 if breakdown is not None:
                     kernels = breakdown["kernels"]
                     findings += [
@@ -695,13 +694,13 @@ class LocalEvaluator:
         elif status is Status.OK and broken is not None:
             status = Status.INTEGRITY
             message = f"Integrity check '{broken.check}' failed: {broken.detail}"
-        if paired_ms is not None and eager_ms > 0:  # the pair's eager time, and the drift it shows
-            compile_ms = compile_ms * paired_ms / eager_ms if compile_ms is not None else None
-            eager_ms = paired_ms
+        if pair is not None and eager_ms > 0:  # eager under the candidate's conditions, and the drift it shows
+            compile_ms = compile_ms * pair.eager_ms / eager_ms if compile_ms is not None else None
+            eager_ms = pair.eager_ms
         speedup_eager = eager_ms / candidate_ms if candidate_ms else None
         speedup_compile = compile_ms / candidate_ms if candidate_ms and compile_ms else None
         if status is Status.OK:
-            beside = " timed beside it" if paired_ms is not None else ""
+            beside = " interleaved with it" if pair is not None else ""
             message = f"ModelNew {candidate_ms:.4g} ms | eager{beside} {eager_ms:.4g} ms ({speedup_eager:.3g}x) | " + (
                 f"torch.compile {compile_ms:.4g} ms ({speedup_compile:.3g}x)"
                 if compile_ms is not None
@@ -723,13 +722,47 @@ class LocalEvaluator:
             device=self.backend.device_name,
             method=timed["method"] if timed else "",
             baseline_cached=cached,
-            eager_paired=paired_ms is not None,
+            eager_paired=pair is not None,
             ncu=ncu_text,
             stderr=stderr,
             signal=sig,
             integrity=tuple(findings),
             phases=phases.items(),
         )
+
+    def _time_candidate(
+        self, child: Child, ref: ReferenceProcess, inputs: Any, deadline: float
+    ) -> tuple[dict[str, Any] | None, PairedTiming | None]:
+        """Times the candidate on ``inputs`` (the caller holds the timing slot); returns its ``timed`` message
+        (None when it failed) and, with ``paired_eager``, the interleaved timing it came from. The candidate's
+        per-kernel breakdown follows as its next message either way."""
+        if not self.config.paired_eager:
+            child.send({"op": "time", "inputs": inputs, "timing": dataclasses.asdict(self.config.timing)})
+            return self.pool.await_stage(child, "timed", deadline), None
+        replies: list[dict[str, Any] | None] = []
+
+        def candidate_round(timing: TimingConfig, last: bool) -> list[float] | None:
+            command: dict[str, Any] = {"op": "time", "timing": dataclasses.asdict(timing), "breakdown": last}
+            if not replies:
+                command["inputs"] = inputs
+            child.send(command)
+            replies.append(self.pool.await_stage(child, "timed", deadline))
+            return replies[-1]["times_ms"] if replies[-1] else None
+
+        def eager_round(timing: TimingConfig) -> list[float]:
+            return ref.call("baseline", key="timing", mode="eager", timing=dataclasses.asdict(timing))["times_ms"]
+
+        pair = interleave(candidate_round, eager_round, self.config.timing, self.config.paired_rounds)
+        if pair is None or not replies[-1]:
+            return None, None
+        method = replies[-1]["method"].rsplit(" of ", 1)[0]
+        timed = {
+            "median_ms": pair.candidate_ms,
+            "spread": pair.spread,
+            "reps": pair.reps,
+            "method": f"{method} of {pair.reps}, interleaved with eager in {pair.rounds} rounds",
+        }
+        return timed, pair
 
     def _ncu(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> str:
         """Nsight Compute's speed-of-light and occupancy figures for the candidate's own kernels."""

@@ -9,7 +9,7 @@ serves one command per stdin line until ``end`` or end of input:
   hand the output over (a file, or a copy into the shared output buffers); reports ``checked`` with a
   description of the output and what the harness observed during the call;
 * ``time``: time ModelNew on an input set (``timing.py``), report ``timed``, then the per-kernel
-  breakdown as ``kernels``.
+  breakdown as ``kernels`` (unless ``breakdown`` is false: a round of an interleaved timing).
 
 Input sets given as files are copied into the tensors of the previous set when shapes match, so that
 every set is seen at the same addresses (as with the shared buffers). What this process reports is
@@ -352,8 +352,16 @@ def time_model(
 
     stats = time_callable(call, device, TimingConfig(**command["timing"]))
     synchronize(device)
-    channel.send(stage="timed", median_ms=stats.median_ms, spread=stats.spread, reps=stats.reps, method=stats.method)
-    channel.send(stage="kernels", kernels=kernel_breakdown(call, device), **watch.report())
+    channel.send(
+        stage="timed",
+        median_ms=stats.median_ms,
+        spread=stats.spread,
+        reps=stats.reps,
+        method=stats.method,
+        times_ms=list(stats.times_ms),
+    )
+    if command.get("breakdown", True):  # an interleaved timing asks for it after its last round only
+        channel.send(stage="kernels", kernels=kernel_breakdown(call, device), **watch.report())
 
 
 def kernel_breakdown(call: Any, device: str, runs: int = 3) -> list[dict[str, Any]]:

@@ -281,6 +281,7 @@ class ReferenceServer:
             "spread": stats.spread,
             "reps": stats.reps,
             "method": stats.method,
+            "times_ms": list(stats.times_ms),
         }
 
     def check_task(

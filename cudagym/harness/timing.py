@@ -40,6 +40,7 @@ class TimingStats:
     min_ms: float
     reps: int
     method: str
+    times_ms: tuple[float, ...] = ()  # every repetition, in order (interleaved timing merges rounds from them)
 
     @property
     def spread(self) -> float:
@@ -62,6 +63,7 @@ def summarize(times_ms: list[float], method: str) -> TimingStats:
         min_ms=min(times_ms),
         reps=len(times_ms),
         method=method,
+        times_ms=tuple(times_ms),
     )
 
 
