@@ -32,7 +32,14 @@ from cudagym.workspace import TEMPLATES, Workspace
 
 EXTENSION_NAME = "cuda_extension"
 _TORCH_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](torch/|ATen/|c10/|pybind11/|binding_registry\.h)', re.M)
-PCH_HEADER = "#include <ATen/ATen.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/types.h>\n"
+# What binding files include (binding_registry.h), and on CUDA builds of torch the current-stream header every
+# CUDA binding includes as well (it pulls in the CUDA runtime headers; seconds of every binding's compile;
+# WITH_CUDA: the cuda backend, which puts the CUDA headers on the include path).
+PCH_HEADER = (
+    "#include <ATen/ATen.h>\n#include <torch/csrc/utils/pybind.h>\n#include <torch/types.h>\n"
+    "#if defined(WITH_CUDA) && __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)\n"
+    "#include <c10/cuda/CUDAStream.h>\n#endif\n"
+)
 
 
 def default_cache_dir() -> Path:
