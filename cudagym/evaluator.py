@@ -84,7 +84,8 @@ class EvalConfig:
     # alternating rounds, and take the speedups from the pair (torch.compile's cached time scaled by the same
     # drift): the device's drift within a second (2-6% for a 1 ms kernel on the H200) then cancels in the
     # ratio (cudagym/paired_timing.py). The rounds share one timing's repetitions, so it costs little time.
-    paired_eager: bool = False
+    # "auto": on for cuda; off for cpu (whose times scatter far more than any drift, docs/benchmarks.md)
+    paired_eager: bool | Literal["auto"] = "auto"
     paired_rounds: int = 6
     output_chars: int = 6000  # how much of a child's output an observation may carry
     transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
@@ -102,6 +103,11 @@ class EvalConfig:
         for name in ("verify_timeout", "profile_timeout", "reference_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+
+
+def pairs_eager(config: EvalConfig, backend: Backend) -> bool:
+    """Whether profiles time eager interleaved with the candidate (``EvalConfig.paired_eager``)."""
+    return config.paired_eager is True or (config.paired_eager == "auto" and backend.is_cuda)
 
 
 _AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
@@ -736,7 +742,7 @@ class LocalEvaluator:
         """Times the candidate on ``inputs`` (the caller holds the timing slot); returns its ``timed`` message
         (None when it failed) and, with ``paired_eager``, the interleaved timing it came from. The candidate's
         per-kernel breakdown follows as its next message either way."""
-        if not self.config.paired_eager:
+        if not pairs_eager(self.config, self.backend):
             child.send({"op": "time", "inputs": inputs, "timing": dataclasses.asdict(self.config.timing)})
             return self.pool.await_stage(child, "timed", deadline), None
         replies: list[dict[str, Any] | None] = []

@@ -182,7 +182,7 @@ class ProfileResult(StageResult):
     device: str = ""
     method: str = ""  # how time was taken, e.g. "cuda-events+sync+l2-flush, median of 50"
     baseline_cached: bool = False
-    # eager_ms was timed beside the candidate (EvalConfig.paired_eager) and compile_ms scaled by its drift
+    # eager_ms was timed interleaved with the candidate (EvalConfig.paired_eager) and compile_ms scaled by its drift
     eager_paired: bool = False
     ncu: str = ""  # Nsight Compute summary, when requested and available
     stderr: str = ""
