@@ -181,8 +181,9 @@ class LocalEvaluator:
     def _prepare_ahead(self, previous: threading.Thread | None, task: Task) -> None:
         """What the first compile, verify and profile of ``task`` would otherwise wait for: spare candidates,
         the precompiled header, the reference process with the task loaded, and the reference's torch.compile
-        (CPU work; the baselines themselves are timed in ``profile``). Stops early when the task changed or
-        the evaluator closes."""
+        (begun in the reference process's background, so that a first verify is served meanwhile; ``profile``
+        waits for it before timing, and times the baselines). Stops early when the task changed or the
+        evaluator closes."""
         _AHEAD.active = True  # this thread prepares: it never waits for a preparation (its successor waits for it)
         if previous is not None:
             previous.join()
@@ -198,7 +199,8 @@ class LocalEvaluator:
             folder = Path(tempfile.mkdtemp(prefix="cudagym-ahead-", dir=exchange_dir()))
             try:
                 self._unchecked_inputs(ref, "ahead", folder)
-                ref.call("compile_reference", key="ahead")
+                # in the reference's background: a first verify's checks need not wait for the compiler
+                ref.call("compile_reference", key="ahead", background=True)
                 ref.call("drop", key="ahead")
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -653,6 +655,8 @@ class LocalEvaluator:
             prepared = self._unchecked_inputs(ref, "timing", folder)
             ready = self.pool.await_stage(child, "ready", deadline)
             phases.mark("inputs_and_candidate_load")
+            ref.call("await_compile")  # a compile begun ahead runs the model on the device: not while timing
+            phases.mark("reference_compile")
             if ready is not None:
                 with self._timing_slot("candidate", deadline):
                     timed, pair = self._time_candidate(child, ref, prepared["inputs"], deadline)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import sys
+import threading
 from typing import Any
 
 from common import (
@@ -38,6 +39,8 @@ class ReferenceServer:
         self.inputs: dict[str, Any] = {}
         self.outputs: dict[str, Any] = {}
         self.compiled: Any = None
+        self._compiling: threading.Thread | None = None  # a torch.compile running in the background
+        self._compile_error: BaseException | None = None
         self.transport: dict[str, str] = {}
         self.kept: dict[str, list[Any]] = {}
         self.shared: SharedBuffers | None = None
@@ -52,6 +55,8 @@ class ReferenceServer:
         process when it grows."""
         import torch
 
+        self._await_background_compile()  # its model is about to go; its error no longer matters
+        self._compile_error = None
         self.inputs.clear()
         self.outputs.clear()
         self.transport.clear()
@@ -246,18 +251,62 @@ class ReferenceServer:
         # compared in place, no copy: a candidate that writes into them meanwhile can only spoil its own result
         return (receivers[0] if container == "Tensor" else type(expected)(receivers)), ""
 
-    def compile_reference(self, key: str) -> dict[str, Any]:
+    def compile_reference(self, key: str, background: bool = False) -> dict[str, Any]:
         """Compiles the reference with torch.compile and runs it once on input set ``key`` (code generation
-        is CPU work: done before the device is reserved for timing)."""
+        is CPU work: done before the device is reserved for timing).
+
+        ``background``: compiles in a thread of this process and answers at once, so that the checks of a first
+        verify are served meanwhile instead of waiting seconds for the compiler; every later use of the compiled
+        model (this command, ``baseline``, ``await_compile``) waits for it and raises its error."""
+        if background:
+            if self.compiled is None and self._compiling is None:
+                inputs = self.inputs[key]  # held by the thread: dropping ``key`` meanwhile is safe
+                self._compiling = threading.Thread(
+                    target=self._compile_in_background, args=(inputs,), name="reference-compile", daemon=True
+                )
+                self._compiling.start()
+            return {"ok": True}
+        self.await_compile()
+        if self.compiled is None:
+            self._compile(self.inputs[key])
+        else:
+            self._run_compiled(self.inputs[key])
+        return {"ok": True}
+
+    def await_compile(self) -> dict[str, Any]:
+        """Waits for a background compile; its failure becomes this command's."""
+        self._await_background_compile()
+        error, self._compile_error = self._compile_error, None
+        if error is not None:
+            raise error
+        return {"ok": True}
+
+    def _await_background_compile(self) -> None:
+        thread, self._compiling = self._compiling, None
+        if thread is not None:
+            thread.join()
+
+    def _compile(self, inputs: list[Any]) -> None:
         import torch
 
-        if self.compiled is None:
-            torch._dynamo.reset()
-            self.compiled = torch.compile(self.model)
+        torch._dynamo.reset()
+        compiled = torch.compile(self.model)
+        self._run_compiled(inputs, compiled)
+        self.compiled = compiled
+
+    def _compile_in_background(self, inputs: list[Any]) -> None:
+        try:
+            self._compile(inputs)
+        except BaseException as exc:  # raised by the next command that needs the compiled model
+            self._compile_error = exc
+
+    def _run_compiled(self, inputs: list[Any], compiled: Any = None) -> None:
+        import torch
+
+        model = self.compiled if compiled is None else compiled
         with torch.no_grad():
-            self.compiled(*self.inputs[key])
+            model(*inputs)
         synchronize(self.device)
-        return {"ok": True}
 
     def baseline(self, key: str, mode: str, timing: dict[str, Any]) -> dict[str, Any]:
         """Times eager or torch.compile on input set ``key`` by the candidate's method."""
@@ -265,6 +314,7 @@ class ReferenceServer:
 
         model = self.model
         if mode == "compile":
+            self.await_compile()
             if self.compiled is None:
                 self.compile_reference(key)
             model = self.compiled
