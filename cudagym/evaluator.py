@@ -35,6 +35,7 @@ from cudagym.harness.timing import TimingConfig
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.integrity.static_checks import run_static_checks, violation_message
+from cudagym.memory_slots import auto_slots, memory_slot
 from cudagym.ncu import summarize_ncu
 from cudagym.paired_timing import PairedTiming, interleave
 from cudagym.reference_process import ReferenceProcess
@@ -87,6 +88,10 @@ class EvalConfig:
     # "auto": on for cuda; off for cpu (whose times scatter far more than any drift, docs/benchmarks.md)
     paired_eager: bool | Literal["auto"] = "auto"
     paired_rounds: int = 6
+    # at most this many environments of one GPU inside a verify or a profile at once, whose inputs, buffers and
+    # reference outputs fill device memory (cudagym/memory_slots.py); "auto": one per 20 GiB of the device's
+    # memory on cuda (7 on an H200), no bound on cpu; 0: no bound
+    memory_slots: int | Literal["auto"] = "auto"
     output_chars: int = 6000  # how much of a child's output an observation may carry
     transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
     check_determinism: bool = True  # verify runs check 1's inputs twice and requires bitwise-equal outputs
@@ -313,6 +318,12 @@ class LocalEvaluator:
         timeout = max(1.0, deadline - time.monotonic()) if deadline else self.config.verify_timeout
         return shared_slot(self.backend, self.cache_dir, timeout=timeout, label=label)
 
+    def _memory_slot(self, deadline: float) -> contextlib.AbstractContextManager[float]:
+        """One of the device's memory slots (``EvalConfig.memory_slots``) for a stage's checks or timing."""
+        slots = self.config.memory_slots
+        count = auto_slots(self.backend) if slots == "auto" else int(slots)
+        return memory_slot(self.backend, self.cache_dir, count, timeout=max(1.0, deadline - time.monotonic()))
+
     @property
     def atol(self) -> float:
         return self.config.atol if self.config.atol is not None else self.task.metadata.atol
@@ -496,33 +507,35 @@ class LocalEvaluator:
             child = self.pool.start(self._base_job(workspace, compiled, folder, "verify"))
             ready = self.pool.await_stage(child, "ready", deadline)
             phases.mark("candidate_load")
-            if ready is not None:
-                count = self.config.num_checks
-                plan = [(f"check{i}", secrets.randbits(62), kinds[i % len(kinds)]) for i in range(count)]
-                if self.config.check_determinism:
-                    plan.append(("repeat", plan[0][1], plan[0][2]))  # check 1's seed: the same inputs again
-                for i, (key, seed, kind) in enumerate(plan):
-                    check, found, _ = self._run_check(
-                        child,
-                        ref,
-                        folder,
-                        deadline,
-                        key=key,
-                        seed=seed,
-                        kind=kind,
-                        index=i,
-                        observe=i == 0,
-                        keep=i == 0 and self.config.check_determinism,
-                        same_as="check0" if key == "repeat" else "",
-                    )
-                    if check is None:
-                        break
-                    checks.append(check)
-                    findings.extend(found)
-                    if not check.passed or runtime.first_failure(found) is not None:
-                        break
-            phases.mark("checks")
-            ref.call("drop", key="check0")
+            with self._memory_slot(deadline):
+                phases.mark("memory_slot")
+                if ready is not None:
+                    count = self.config.num_checks
+                    plan = [(f"check{i}", secrets.randbits(62), kinds[i % len(kinds)]) for i in range(count)]
+                    if self.config.check_determinism:
+                        plan.append(("repeat", plan[0][1], plan[0][2]))  # check 1's seed: the same inputs again
+                    for i, (key, seed, kind) in enumerate(plan):
+                        check, found, _ = self._run_check(
+                            child,
+                            ref,
+                            folder,
+                            deadline,
+                            key=key,
+                            seed=seed,
+                            kind=kind,
+                            index=i,
+                            observe=i == 0,
+                            keep=i == 0 and self.config.check_determinism,
+                            same_as="check0" if key == "repeat" else "",
+                        )
+                        if check is None:
+                            break
+                        checks.append(check)
+                        findings.extend(found)
+                        if not check.passed or runtime.first_failure(found) is not None:
+                            break
+                phases.mark("checks")
+                ref.call("drop", key="check0")
             finished, code = self.pool.finish(child, deadline)
             phases.mark("candidate_exit")
             status, message, sig = classify(child, finished, code, self.config.verify_timeout)
@@ -652,38 +665,40 @@ class LocalEvaluator:
             child = self.pool.start(self._base_job(workspace, compiled, folder, "profile"), refill=False)
             self.pool.join_reapers()
             # the timed calls' output is not compared (the re-check's is): no reference output kept
-            prepared = self._unchecked_inputs(ref, "timing", folder)
-            ready = self.pool.await_stage(child, "ready", deadline)
-            phases.mark("inputs_and_candidate_load")
-            ref.call("await_compile")  # a compile begun ahead runs the model on the device: not while timing
-            phases.mark("reference_compile")
-            if ready is not None:
-                with self._timing_slot("candidate", deadline):
-                    timed, pair = self._time_candidate(child, ref, prepared["inputs"], deadline)
-                    phases.mark("timing")
-                    breakdown = self.pool.await_stage(child, "kernels", deadline) if timed else None
-                    phases.mark("kernel_breakdown")
-                if breakdown is not None:
-                    kernels = breakdown["kernels"]
-                    findings += [
-                        runtime.trusted_functions(breakdown.get("replaced")),
-                        runtime.no_threads(breakdown.get("threads_started")),
-                    ]
-                    recheck, found, _ = self._run_check(
-                        child, ref, folder, deadline, key="recheck", seed=secrets.randbits(62), kind="task", index=0
-                    )
-                    findings += found
-            phases.mark("recheck")
-            finished, code = self.pool.finish(child, deadline)
-            phases.mark("candidate_exit")
-            status, message, sig = classify(child, finished, code, self.config.profile_timeout)
-            eager_ms, compile_ms, cached = self.baselines("timing")
-            phases.mark("baselines")
-            self.pool.fill()
-            ncu_text = self._ncu(workspace, compiled, folder) if ncu else ""
-            if ncu:
-                phases.mark("ncu")
-            ref.call("drop", key="timing")
+            with self._memory_slot(deadline):
+                phases.mark("memory_slot")
+                prepared = self._unchecked_inputs(ref, "timing", folder)
+                ready = self.pool.await_stage(child, "ready", deadline)
+                phases.mark("inputs_and_candidate_load")
+                ref.call("await_compile")  # a compile begun ahead runs the model on the device: not while timing
+                phases.mark("reference_compile")
+                if ready is not None:
+                    with self._timing_slot("candidate", deadline):
+                        timed, pair = self._time_candidate(child, ref, prepared["inputs"], deadline)
+                        phases.mark("timing")
+                        breakdown = self.pool.await_stage(child, "kernels", deadline) if timed else None
+                        phases.mark("kernel_breakdown")
+                    if breakdown is not None:
+                        kernels = breakdown["kernels"]
+                        findings += [
+                            runtime.trusted_functions(breakdown.get("replaced")),
+                            runtime.no_threads(breakdown.get("threads_started")),
+                        ]
+                        recheck, found, _ = self._run_check(
+                            child, ref, folder, deadline, key="recheck", seed=secrets.randbits(62), kind="task", index=0
+                        )
+                        findings += found
+                phases.mark("recheck")
+                finished, code = self.pool.finish(child, deadline)
+                phases.mark("candidate_exit")
+                status, message, sig = classify(child, finished, code, self.config.profile_timeout)
+                eager_ms, compile_ms, cached = self.baselines("timing")
+                phases.mark("baselines")
+                self.pool.fill()
+                ncu_text = self._ncu(workspace, compiled, folder) if ncu else ""
+                if ncu:
+                    phases.mark("ncu")
+                ref.call("drop", key="timing")
         except RuntimeError as exc:
             return _harness_failure(ProfileResult, Stage.PROFILE, exc, start)
         finally:

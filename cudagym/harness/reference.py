@@ -26,7 +26,7 @@ from common import (
 from timing import TimingConfig, time_callable
 from transfer import SharedBuffers, encode_items, poison, same_values
 
-KEEP_CACHED = 2 * 1024**3  # unused device memory the reference process keeps reserved (see ``drop``)
+KEEP_CACHED = 1024**3  # unused device memory the reference process keeps reserved (see ``drop``)
 
 
 class ReferenceServer:

@@ -1,0 +1,104 @@
+"""Memory slots: how many environments of one GPU may be inside a verify or a profile at once.
+
+A verify or a profile of a GPU-sized task holds several copies of the task's tensors in the reference process
+(its private inputs, the shared input and output buffers, the reference output, check 1 kept for the
+determinism repeat) and one more in the candidate: near 10 GiB for the built-in tasks' 1 GiB tensors on the H200.
+Sixteen environments that reached verify together (as every environment does at the start of a run) asked for
+160 GiB and ran the 141 GiB device out of memory. Between stages a reference process gives back what it does not
+keep (``drop``), so what needs a bound is how many environments are inside such a stage at once: each stage
+takes one of ``slots`` memory slots of its device first.
+
+A memory slot is an exclusive ``flock`` on one of ``slots`` files under ``<cache_dir>/locks/``, named after the
+device (``gpu_lock.device_identity``), so the bound holds across the threads of one evaluation service and across
+processes, and a process that dies gives its slot back. A stage takes its memory slot before any device slot
+(``gpu_lock``), and a holder of the exclusive timing slot never waits for a memory slot, so the two cannot
+deadlock. Whether they lock follows the device slots (``gpu_lock.locking_enabled``: on for cuda).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import functools
+import random
+import shutil
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+from cudagym.backends import Backend
+from cudagym.gpu_lock import TimingSlotTimeout, device_identity, locking_enabled
+
+GIB_PER_SLOT = 20  # "auto": one slot per this much device memory (7 on an H200)
+_held = threading.local()  # per thread: the devices whose memory slot it holds (nested use takes no second one)
+
+
+def auto_slots(backend: Backend) -> int:
+    """The slot count ``"auto"`` means: on cuda one per ``GIB_PER_SLOT`` GiB of the device's memory, at least 1
+    (4 when nvidia-smi cannot say); on cpu 0, no bound (the host's memory is the candidate's rlimit's business)."""
+    if not backend.is_cuda:
+        return 0
+    index = backend.device.split(":", 1)[1] if ":" in backend.device else "0"
+    total = _device_memory_gib(index)
+    return max(1, int(total // GIB_PER_SLOT)) if total else 4
+
+
+@functools.lru_cache(maxsize=16)
+def _device_memory_gib(selector: str) -> float | None:
+    smi = shutil.which("nvidia-smi")
+    if smi is None:
+        return None
+    try:
+        out = subprocess.run(
+            [smi, "-i", selector, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
+            capture_output=True,
+            text=True,
+            timeout=20,
+            check=True,
+        ).stdout.strip()
+        return float(out.splitlines()[0]) / 1024 if out else None
+    except (subprocess.SubprocessError, OSError, ValueError):
+        return None
+
+
+@contextlib.contextmanager
+def memory_slot(
+    backend: Backend, cache_dir: str | Path, slots: int, *, timeout: float, enabled: bool | None = None
+) -> Iterator[float]:
+    """Holds one of the device's ``slots`` memory slots for the ``with`` block; yields the seconds it waited.
+
+    ``slots`` 0 or locking off: no bound (yields 0). Raises TimingSlotTimeout (a RuntimeError, reported as a
+    harness error) when no slot is free within ``timeout`` seconds."""
+    key = device_identity(backend)
+    held: set[str] = _held.__dict__.setdefault("devices", set())
+    if slots <= 0 or not locking_enabled(backend, enabled) or key in held:
+        yield 0.0
+        return
+    folder = Path(cache_dir) / "locks"
+    folder.mkdir(parents=True, exist_ok=True)
+    start = time.monotonic()
+    deadline = start + timeout
+    order = list(range(slots))
+    random.shuffle(order)  # waiting holders spread over the files instead of all polling the first one
+    pause = 0.001
+    while True:
+        for index in order:
+            handle = open(folder / f"memory-{key}-{index}.lock", "a+b")
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            held.add(key)
+            try:
+                yield time.monotonic() - start
+            finally:
+                held.discard(key)
+                handle.close()  # closing the file releases its lock
+            return
+        if time.monotonic() >= deadline:
+            raise TimingSlotTimeout(f"none of the {slots} memory slots of {key} was free in time")
+        time.sleep(pause)
+        pause = min(pause * 2, 0.02)
