@@ -117,14 +117,19 @@ def device_identity(backend: Backend) -> str:
     return _safe(_gpu_uuid(entry) or f"cuda{entry}")
 
 
-@functools.lru_cache(maxsize=16)
 def _gpu_uuid(selector: str) -> str | None:
+    return query_gpu_field(selector, "uuid")
+
+
+@functools.lru_cache(maxsize=32)
+def query_gpu_field(selector: str, field: str) -> str | None:
+    """nvidia-smi's ``--query-gpu`` ``field`` (no header, no units) of GPU ``selector``; None when it cannot say."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
         out = subprocess.run(
-            [smi, "-i", selector, "--query-gpu=uuid", "--format=csv,noheader"],
+            [smi, "-i", selector, f"--query-gpu={field}", "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
             timeout=20,

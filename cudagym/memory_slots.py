@@ -19,17 +19,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import functools
 import random
-import shutil
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 
 from cudagym.backends import Backend
-from cudagym.gpu_lock import TimingSlotTimeout, device_identity, locking_enabled
+from cudagym.gpu_lock import TimingSlotTimeout, device_identity, locking_enabled, query_gpu_field
 
 GIB_PER_SLOT = 20  # "auto": one slot per this much device memory (7 on an H200)
 _held = threading.local()  # per thread: the devices whose memory slot it holds (nested use takes no second one)
@@ -41,26 +38,11 @@ def auto_slots(backend: Backend) -> int:
     if not backend.is_cuda:
         return 0
     index = backend.device.split(":", 1)[1] if ":" in backend.device else "0"
-    total = _device_memory_gib(index)
-    return max(1, int(total // GIB_PER_SLOT)) if total else 4
-
-
-@functools.lru_cache(maxsize=16)
-def _device_memory_gib(selector: str) -> float | None:
-    smi = shutil.which("nvidia-smi")
-    if smi is None:
-        return None
+    mib = query_gpu_field(index, "memory.total")
     try:
-        out = subprocess.run(
-            [smi, "-i", selector, "--query-gpu=memory.total", "--format=csv,noheader,nounits"],
-            capture_output=True,
-            text=True,
-            timeout=20,
-            check=True,
-        ).stdout.strip()
-        return float(out.splitlines()[0]) / 1024 if out else None
-    except (subprocess.SubprocessError, OSError, ValueError):
-        return None
+        return max(1, int(float(mib) / 1024 // GIB_PER_SLOT)) if mib else 4
+    except ValueError:
+        return 4
 
 
 @contextlib.contextmanager
