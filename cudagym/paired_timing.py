@@ -58,9 +58,9 @@ def round_configs(timing: TimingConfig, rounds: int) -> tuple[list[TimingConfig]
         max_reps=max(2, math.ceil(timing.max_reps / share)),
         budget_seconds=timing.budget_seconds / share,
     )
-    later = dataclasses.replace(base, warmup=1, warmup_seconds=0.0)
+    later = dataclasses.replace(base, warmup=1, warmup_seconds=0.0, warmup_max_seconds=0.0)
     candidate = [base] + [later] * (rounds - 1)
-    eager = [dataclasses.replace(base, warmup_seconds=0.0)] + [later] * (rounds - 1)
+    eager = [dataclasses.replace(base, warmup_seconds=0.0, warmup_max_seconds=0.0)] + [later] * (rounds - 1)
     return candidate, eager
 
 

@@ -2,8 +2,9 @@
 
 CPU: ``time.perf_counter`` around each call. CUDA: events around each call, bracketed by a full device
 synchronisation (so work on any stream counts), with the L2 cache flushed before every repetition.
-Both: warm-up until a count and a time are both reached, then repetitions until a count and a time budget are met;
-the statistic is the median. Kept free of cudagym imports so the child needs only torch.
+Both: warm-up until a count and a time are both reached (on CUDA also until the calls' time has settled, within
+a limit), then repetitions until a count and a time budget are met; the statistic is the median.
+Kept free of cudagym imports so the child needs only torch.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ class TimingConfig:
     # warm-up runs until both this count and this time are reached, meant to keep an idle GPU's clock ramp
     # out of the timed repetitions (docs/benchmarks.md, repeatability)
     warmup_seconds: float = 0.25
+    # cuda: then on until the calls' time settles (the median of the last five within ``settle`` of the five
+    # before), for at most ``warmup_max_seconds`` in all: after an idle spell the H200's clocks took longer
+    # than 0.25 s to come up (the first profile of a softmax ran 5-7% slower than the next four)
+    warmup_max_seconds: float = 1.0
+    settle: float = 0.02
     min_reps: int = 10
     max_reps: int = 200
     budget_seconds: float = 1.0
@@ -67,6 +73,29 @@ def summarize(times_ms: list[float], method: str) -> TimingStats:
     )
 
 
+def settled(times: list[float], tolerance: float, window: int = 5) -> bool:
+    """Whether the median of the last ``window`` times is within ``tolerance`` of the median of the window
+    before it (the warm-up's test that the device's clocks have come up)."""
+    if len(times) < 2 * window:
+        return False
+    before = statistics.median(times[-2 * window : -window])
+    return abs(statistics.median(times[-window:]) - before) <= tolerance * before
+
+
+def warm_up(once: Callable[[], float], config: TimingConfig, *, until_settled: bool) -> list[float]:
+    """Calls ``once`` (which returns the call's seconds) until ``config.warmup`` calls and
+    ``config.warmup_seconds`` are both reached and, ``until_settled``, the times have settled or
+    ``config.warmup_max_seconds`` have passed; returns the warm-up calls' times."""
+    start = time.perf_counter()
+    times: list[float] = []
+    while True:
+        elapsed = time.perf_counter() - start
+        if len(times) >= config.warmup and elapsed >= config.warmup_seconds:
+            if not until_settled or elapsed >= config.warmup_max_seconds or settled(times, config.settle):
+                return times
+        times.append(once())
+
+
 def time_callable(
     fn: Callable[[], Any],
     device: str,
@@ -90,14 +119,15 @@ def time_callable(
         if is_cuda:
             torch.cuda.synchronize(device)
 
-    warm_start = time.perf_counter()
-    done = 0
-    while done < config.warmup or time.perf_counter() - warm_start < config.warmup_seconds:
+    def once() -> float:
         prepare()
+        t0 = time.perf_counter()
         fn()
         if is_cuda:
             torch.cuda.synchronize(device)
-        done += 1
+        return time.perf_counter() - t0
+
+    warm_up(once, config, until_settled=is_cuda)
 
     times: list[float] = []
     start_all = time.perf_counter()

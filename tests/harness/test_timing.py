@@ -1,0 +1,43 @@
+"""The warm-up of the one timing method (cudagym/harness/timing.py)."""
+
+from __future__ import annotations
+
+import time
+
+from cudagym.harness.timing import TimingConfig, settled, time_callable, warm_up
+
+
+def test_settled_compares_the_last_window_with_the_one_before() -> None:
+    assert not settled([1.0] * 9, 0.02)  # two windows of five are needed
+    assert settled([1.3, 1.2, 1.0, 1.0, 1.0, 1.0, 1.0, 1.01, 1.0, 1.0, 1.0], 0.02)
+    assert not settled([1.3, 1.25, 1.2, 1.15, 1.1, 1.05, 1.0, 1.0, 1.0, 1.0], 0.02)  # still coming down
+
+
+def test_warm_up_goes_on_until_the_clocks_settle() -> None:
+    ramp = iter([2.0, 1.8, 1.6, 1.4, 1.2, 1.1, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0] + [1.0] * 100)
+    config = TimingConfig(warmup=3, warmup_seconds=0.0, warmup_max_seconds=10.0)
+    times = warm_up(lambda: next(ramp), config, until_settled=True)
+    assert settled(times, config.settle) and not settled(times[:-1], config.settle)
+    assert 10 <= len(times) < 20
+    assert len(warm_up(lambda: 1.0, config, until_settled=False)) == 3  # count and time only
+
+
+def test_warm_up_stops_at_its_limit_when_the_time_never_settles() -> None:
+    swing = iter([1.0, 2.0] * 10_000)  # medians of successive windows of five alternate between 1 and 2
+    config = TimingConfig(warmup=1, warmup_seconds=0.0, warmup_max_seconds=0.05)
+
+    def once() -> float:
+        time.sleep(0.001)
+        return next(swing)
+
+    start = time.perf_counter()
+    times = warm_up(once, config, until_settled=True)
+    assert 0.05 <= time.perf_counter() - start < 1.0
+    assert not settled(times, config.settle)
+
+
+def test_cpu_timing_warms_up_by_count_and_time_only() -> None:
+    config = TimingConfig(warmup=2, warmup_seconds=0.0, warmup_max_seconds=30.0, min_reps=3, max_reps=3)
+    start = time.perf_counter()
+    stats = time_callable(lambda: time.sleep(0.001), "cpu", config)
+    assert stats.reps == 3 and time.perf_counter() - start < 5.0
