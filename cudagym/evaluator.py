@@ -83,10 +83,10 @@ class EvalConfig:
     compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
     # time eager interleaved with the candidate inside its timing slot, on its inputs, in ``paired_rounds``
     # alternating rounds, and take the speedups from the pair (torch.compile's cached time scaled by the same
-    # drift): the device's drift within a second (2-6% for a 1 ms kernel on the H200) then cancels in the
-    # ratio (cudagym/paired_timing.py). The rounds share one timing's repetitions, so it costs little time.
-    # "auto": on for cuda; off for cpu (whose times scatter far more than any drift, docs/benchmarks.md)
-    paired_eager: bool | Literal["auto"] = "auto"
+    # drift; cudagym/paired_timing.py). Off by default: on the H200 it did not narrow the spread of five profiles
+    # (softmax_scale_bias 1.43% with cached baselines, 4.65% interleaved; docs/benchmarks.md), because what
+    # varies there is each process's own time, not a drift both sides share. "auto": on for cuda.
+    paired_eager: bool | Literal["auto"] = False
     paired_rounds: int = 6
     # at most this many environments of one GPU inside a verify or a profile at once, whose inputs, buffers and
     # reference outputs fill device memory (cudagym/memory_slots.py); "auto": one per 20 GiB of the device's

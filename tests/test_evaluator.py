@@ -68,15 +68,15 @@ def test_prepare_ahead_is_on_for_cuda_and_off_for_cpu_by_default() -> None:
     assert prepares_ahead(EvalConfig(prepare_ahead=True), cpu)
 
 
-def test_paired_eager_is_on_for_cuda_and_off_for_cpu_by_default() -> None:
+def test_paired_eager_is_off_by_default_and_auto_means_cuda() -> None:
     from cudagym.backends import resolve_backend
     from cudagym.evaluator import pairs_eager
 
     cpu = resolve_backend("cpu")
-    assert not pairs_eager(EvalConfig(), cpu)
-    assert pairs_eager(EvalConfig(), dataclasses.replace(cpu, name="cuda"))
+    cuda = dataclasses.replace(cpu, name="cuda")
+    assert not pairs_eager(EvalConfig(), cpu) and not pairs_eager(EvalConfig(), cuda)
+    assert pairs_eager(EvalConfig(paired_eager="auto"), cuda) and not pairs_eager(EvalConfig(paired_eager="auto"), cpu)
     assert pairs_eager(EvalConfig(paired_eager=True), cpu)
-    assert not pairs_eager(EvalConfig(paired_eager=False), dataclasses.replace(cpu, name="cuda"))
     with pytest.raises(ValueError, match="paired_rounds"):
         EvalConfig(paired_rounds=0)
 
