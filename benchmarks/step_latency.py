@@ -216,6 +216,9 @@ def cudagym_cycle(evaluator: Any, workspace: Any) -> dict[str, Any]:
         results.append(result)
     row["ok"] = all(r.ok for r in results)
     row["status"] = [r.status.value for r in results]
+    # where the seconds of verify and profile went (what a cold cycle waited for)
+    phases = {stage: list(getattr(r, "phases", ())) for stage, r in zip(STAGES, results, strict=True)}
+    row["phases"] = {stage: items for stage, items in phases.items() if items}
     if not row["ok"]:
         row["error"] = next(r.message for r in results if not r.ok)
     profile = results[-1]
@@ -337,6 +340,8 @@ def _echo(variant: str, row: dict[str, Any]) -> None:
     stages = " + ".join(f"{s} {row.get(f'{s}_s', 0.0):.2f}" for s in STAGES)
     extra = "" if row["ok"] else f"  FAILED: {row.get('error', '')[:300]}"
     print(f"[{variant}] {stages} = {_cycle_s(row):.2f} s{extra}", flush=True)
+    for stage, phases in row.get("phases", {}).items():
+        print(f"    {stage} phases: " + ", ".join(f"{name} {seconds:.2f}" for name, seconds in phases), flush=True)
 
 
 def print_table(report: dict[str, Any]) -> None:

@@ -165,6 +165,8 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         "stage_s_median": {s: statistics.median(c[f"{s}_s"] for c in ok) for s in STAGES} if ok else {},
         "fixed_speedup": statistics.median(c["speedup_eager"] for c in fixed_rows) if fixed_rows else None,
         "fixed_candidate_ms": statistics.median(c["candidate_ms"] for c in fixed_rows) if fixed_rows else None,
+        # every cycle's own speedup: the spread at one env is the noise a load effect has to stand out from
+        "fixed_speedups": [c["speedup_eager"] for c in fixed_rows],
         "failures": [c["message"] for c in rows if not c["ok"]][:5],
         "errors": errors,
         "rows": rows,
@@ -265,13 +267,18 @@ def _fmt(value: float | None, spec: str) -> str:
     return "n/a" if value is None else format(value, spec)
 
 
+def _range(level: dict[str, Any]) -> str:
+    speedups = level.get("fixed_speedups") or []
+    return f"({len(speedups)}: {min(speedups):.3f}-{max(speedups):.3f})" if speedups else "(0)"
+
+
 def print_table(report: dict[str, Any]) -> None:
     how = "one evaluation service" if report["service"] else "one LocalEvaluator per env"
     print(f"\nThroughput on {report['backend']} ({report['device']}, {report['cpus']} CPUs), {how}, {report['date']}")
     print(f"Tasks: {', '.join(report['tasks'])}; env 0 on {report['fixed_task']}; ~{report['seconds']} s per level\n")
     print(
         "| envs | full cycles | wall s | cycles/hour | median cycle s | failed | timing slots | slot wait "
-        "median/max s | device timed | fixed-kernel speedup | vs 1 env |"
+        "median/max s | device timed | fixed-kernel speedup (cycles: min-max) | vs 1 env |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     for lv in report["levels"]:
@@ -280,7 +287,7 @@ def print_table(report: dict[str, Any]) -> None:
             f"| {lv['envs']} | {lv['cycles']} | {lv['wall_s']:.1f} | {lv['cycles_per_hour']:.0f} | "
             f"{_fmt(lv['cycle_s_median'], '.2f')} | {lv['failed_cycles']} | {slots.get('slots', 0)} | "
             f"{_fmt(slots.get('wait_median_s'), '.2f')}/{_fmt(slots.get('wait_max_s'), '.2f')} | "
-            f"{_fmt(slots.get('busy_share'), '.0%')} | {_fmt(lv['fixed_speedup'], '.3f')}x | "
+            f"{_fmt(slots.get('busy_share'), '.0%')} | {_fmt(lv['fixed_speedup'], '.3f')}x {_range(lv)} | "
             f"{_fmt(lv['fixed_vs_1env'], '+.1%')} |"
         )
     print("\nIssue 6 targets (cuda, one H200): >= 1,500 cycles/hour at 16 envs; fixed-kernel speedup within 2%.")

@@ -25,11 +25,12 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Literal, Protocol
+from typing import Any, Protocol
 
 from cudagym.backends import Backend
-from cudagym.build import Builder, BuildOptions, default_cache_dir
+from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
+from cudagym.eval_config import EvalConfig, pairs_eager, prepares_ahead
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.timing import TimingConfig
 from cudagym.integrity import runtime
@@ -51,76 +52,12 @@ from cudagym.results import (
     VerifyResult,
     milestone_tier,
 )
-from cudagym.sandbox import Child, ChildLimits, exchange_dir
+from cudagym.sandbox import Child, exchange_dir
 from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace
 
-
-@dataclasses.dataclass(frozen=True)
-class EvalConfig:
-    """Knobs of evaluation. Tolerances default to the task's (CUDA Agent's 1e-2)."""
-
-    num_checks: int = 5
-    atol: float | None = None
-    rtol: float | None = None
-    input_kinds: tuple[str, ...] | None = None  # None: the task's own list
-    verify_timeout: float = 120.0
-    profile_timeout: float = 300.0
-    reference_timeout: float = 600.0
-    timing: TimingConfig = dataclasses.field(default_factory=TimingConfig)
-    build: BuildOptions = dataclasses.field(default_factory=BuildOptions)
-    limits: ChildLimits = dataclasses.field(default_factory=ChildLimits)
-    poison_bytes: int = 64 * 1024 * 1024  # cuda: NaN-filled device memory freed before each call
-    prestart: int = 2  # candidates kept started ahead (torch imported, CUDA and its tracing initialised); cpu: <= 1
-    # fork candidates from a server that imported torch once (cudagym/forkserver.py; $CUDAGYM_FORK_SERVER=0
-    # turns it off for the process)
-    fork_server: bool = True
-    # while the agent writes and compiles: start the reference process, load the task, build its torch.compile
-    # and start spare candidates (a background thread per task); "auto": on for cuda, off for cpu (where it
-    # would take cores from the agent's compiles)
-    prepare_ahead: bool | Literal["auto"] = "auto"
-    compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
-    # time eager interleaved with the candidate inside its timing slot, on its inputs, in ``paired_rounds``
-    # alternating rounds, and take the speedups from the pair (torch.compile's cached time scaled by the same
-    # drift; cudagym/paired_timing.py). Off by default: on the H200 it did not narrow the spread of five profiles
-    # (softmax_scale_bias 1.43% with cached baselines, 4.65% interleaved; docs/benchmarks.md), because what
-    # varies there is each process's own time, not a drift both sides share. "auto": on for cuda.
-    paired_eager: bool | Literal["auto"] = False
-    paired_rounds: int = 6
-    # at most this many environments of one GPU inside a verify or a profile at once, whose inputs, buffers and
-    # reference outputs fill device memory (cudagym/memory_slots.py); "auto": one per 20 GiB of the device's
-    # memory on cuda (7 on an H200), no bound on cpu; 0: no bound
-    memory_slots: int | Literal["auto"] = "auto"
-    output_chars: int = 6000  # how much of a child's output an observation may carry
-    transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
-    check_determinism: bool = True  # verify runs check 1's inputs twice and requires bitwise-equal outputs
-    max_leaked_bytes: int = 4 * 1024**3  # the reference process restarts when this much device memory leaked
-    policy: IntegrityPolicy = dataclasses.field(default_factory=IntegrityPolicy)  # what solutions may do
-
-    def __post_init__(self) -> None:
-        if self.paired_rounds < 1:
-            raise ValueError(f"paired_rounds must be >= 1, got {self.paired_rounds}")
-        if self.num_checks < 1:
-            raise ValueError(f"num_checks must be >= 1, got {self.num_checks}")
-        if self.transport not in ("auto", "ipc", "file"):
-            raise ValueError(f"transport must be 'auto', 'ipc' or 'file', got {self.transport!r}")
-        for name in ("verify_timeout", "profile_timeout", "reference_timeout"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-
-
-def pairs_eager(config: EvalConfig, backend: Backend) -> bool:
-    """Whether profiles time eager interleaved with the candidate (``EvalConfig.paired_eager``)."""
-    return config.paired_eager is True or (config.paired_eager == "auto" and backend.is_cuda)
-
-
 _AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
-
-
-def prepares_ahead(config: EvalConfig, backend: Backend) -> bool:
-    """Whether evaluators of ``config`` prepare each task in the background (``EvalConfig.prepare_ahead``)."""
-    return config.prepare_ahead is True or (config.prepare_ahead == "auto" and backend.is_cuda)
 
 
 class Evaluator(Protocol):

@@ -11,7 +11,7 @@ from cudagym.backends import Backend
 from cudagym.sandbox import Child
 
 if TYPE_CHECKING:
-    from cudagym.evaluator import EvalConfig
+    from cudagym.eval_config import EvalConfig
 
 
 class ReferenceProcess:

@@ -38,7 +38,7 @@ def get_init_inputs():
 
 
 def _reference(source: str, cache_dir: Path) -> ReferenceProcess:
-    from cudagym.evaluator import EvalConfig
+    from cudagym.eval_config import EvalConfig
 
     backend = resolve_backend("cpu")
     ref = ReferenceProcess(backend, EvalConfig())

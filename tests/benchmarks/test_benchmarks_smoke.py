@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import json
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
 
@@ -42,6 +45,8 @@ def test_step_latency_runs_naive_and_cudagym_cycles(tmp_path: Path, cache_dir: P
     assert naive["profile"]["candidate_ms"] > 0 and naive["profile"]["compile_ms"] > 0  # all three were timed
     warm = report["cycles"]["cudagym warm"][0]
     assert warm["status"] == ["ok", "ok", "ok"] and warm["profile"]["candidate_ms"] > 0
+    assert {"verify", "profile"} <= set(warm["phases"])  # where each stage's seconds went
+    assert "timing" in dict(warm["phases"]["profile"]) and "    profile phases: " in stdout
 
 
 def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: Path) -> None:
@@ -58,5 +63,6 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
     for level in report["levels"]:
         assert level["cycles"] >= level["envs"] and not level["failed_cycles"] and not level["errors"], level
         assert level["fixed_speedup"] is not None
+        assert level["fixed_speedup"] == pytest.approx(statistics.median(level["fixed_speedups"]))
         assert level["slots"]["slots"] >= level["cycles"]  # every profile took the timing slot
         assert level["slots"]["overlap_s"] == 0.0
