@@ -36,8 +36,15 @@ def main() -> None:
         action="store_true",
         help="EvalConfig.paired_eager: eager timed interleaved with the candidate in every profile",
     )
+    parser.add_argument(
+        "--transport",
+        default="auto",
+        choices=("auto", "ipc", "file"),
+        help="EvalConfig.transport: how the candidate gets its inputs (file: it owns its input buffers)",
+    )
     args = parser.parse_args()
-    env = CudaKernelEnv(backend=args.backend, eval_config=EvalConfig(paired_eager=args.paired_eager))
+    config = EvalConfig(paired_eager=args.paired_eager, transport=args.transport)
+    env = CudaKernelEnv(backend=args.backend, eval_config=config)
     ids = args.task or [t.id for t in load("builtin") if env.backend.name in t.solutions]
     table = []
     try:
@@ -74,7 +81,10 @@ def main() -> None:
     finally:
         env.close()
     paired = "eager interleaved with the candidate" if args.paired_eager else "cached baselines"
-    print(f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task; {paired}\n")
+    print(
+        f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task; {paired}; "
+        f"inputs by {args.transport} transport\n"
+    )
     print(
         "| task | median candidate ms | speedup vs eager (min-max) | spread | speedup vs compile (min-max) | spread |"
     )

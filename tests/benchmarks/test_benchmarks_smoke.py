@@ -66,3 +66,15 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
         assert level["fixed_speedup"] == pytest.approx(statistics.median(level["fixed_speedups"]))
         assert level["slots"]["slots"] >= level["cycles"]  # every profile took the timing slot
         assert level["slots"]["overlap_s"] == 0.0
+
+
+def test_repeatability_profiles_one_solution_repeatedly_by_the_chosen_transport(tmp_path: Path) -> None:
+    out = tmp_path / "repeat.json"
+    stdout = run_benchmark(
+        "repeatability.py",
+        *("--backend", "cpu", "--task", "builtin/relu", "--repeats", "2", "--transport", "file", "--out", str(out)),
+    )
+    assert "| task | median candidate ms | speedup vs eager (min-max) | spread |" in stdout
+    assert "inputs by file transport" in stdout
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["task"] for r in rows] == ["builtin/relu"] and len(rows[0]["candidate_ms"]) == 2
