@@ -32,12 +32,15 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+FIXED_CYCLES_SLACK = 10  # --fixed-cycles may stretch a level to this many times --seconds
 DEFAULT_TASKS = "builtin/scale_bias_tanh,builtin/silu_clamp,builtin/affine_gelu_clamp"  # 1 GB tensors on cuda
 STAGES = ("compile", "verify", "profile")
 
 
-def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, queue: Any) -> None:
-    """One environment's process: setup, wait for the start, cycles until the deadline, report."""
+def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, queue: Any, fixed_done: Any) -> None:
+    """One environment's process: setup, wait for the start, cycles until the deadline (and, with
+    ``--fixed-cycles``, until env 0 has timed the fixed kernel that often, which env 0 signals by
+    ``fixed_done``), report."""
     try:
         import gymnasium as gym
 
@@ -88,7 +91,21 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
     try:
         barrier.wait()
         start = time.time()
-        while not cycles or (time.time() - start < options["seconds"] and len(cycles) < options["max_cycles"]):
+
+        def going() -> bool:
+            if not cycles:
+                return True
+            if len(cycles) >= options["max_cycles"]:
+                return False
+            if time.time() - start < options["seconds"]:
+                return True
+            if not options["fixed_cycles"]:
+                return False
+            if index == 0 and len(cycles) >= options["fixed_cycles"]:
+                fixed_done.set()
+            return not fixed_done.is_set() and time.time() - start < options["seconds"] * FIXED_CYCLES_SLACK
+
+        while going():
             edit = f"\n// run {options['run']} env {index} cycle {len(cycles) + 1}\n"  # new hash: really compiled
             step("write_file", path=kernel, content=files[kernel] + edit)
             began = time.time()
@@ -110,6 +127,8 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
     except Exception:
         queue.put({"index": index, "task": task_id, "cycles": cycles, "error": traceback.format_exc()})
     finally:
+        if index == 0:
+            fixed_done.set()  # whatever happened, the others stop waiting for env 0
         env.close()
 
 
@@ -136,9 +155,9 @@ def _collect(procs: list[Any], queue: Any, assigned: list[str]) -> list[dict[str
 def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | None) -> dict[str, Any]:
     """Runs n environments in parallel (env 0 on ``fixed`` when given); returns the level's figures."""
     ctx = mp.get_context("spawn")
-    barrier, queue = ctx.Barrier(n + 1, timeout=options["setup_timeout"]), ctx.Queue()
+    barrier, queue, fixed_done = ctx.Barrier(n + 1, timeout=options["setup_timeout"]), ctx.Queue(), ctx.Event()
     assigned = [fixed] + [tasks[i % len(tasks)] for i in range(n - 1)] if fixed else tasks[:n]
-    procs = [ctx.Process(target=_worker, args=(i, assigned[i], options, barrier, queue)) for i in range(n)]
+    procs = [ctx.Process(target=_worker, args=(i, assigned[i], options, barrier, queue, fixed_done)) for i in range(n)]
     for p in procs:
         p.start()
     try:
@@ -209,6 +228,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cache_dir": str(args.cache_dir or default_cache_dir()),
         "seconds": args.seconds,
         "max_cycles": args.max_cycles or sys.maxsize,
+        "fixed_cycles": args.fixed_cycles,
         "setup_timeout": args.setup_timeout,
         "socket": None,
         "prestart": args.prestart,
@@ -299,6 +319,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="1,4,16", help="comma list of parallel env counts (default 1,4,16)")
     parser.add_argument("--seconds", type=float, default=30.0, help="cycling time per level (default 30)")
     parser.add_argument("--max-cycles", type=int, default=0, help="cap on cycles per env and level (0: none)")
+    parser.add_argument(
+        "--fixed-cycles",
+        type=int,
+        default=0,
+        help=f"each level goes on past --seconds until env 0 timed the fixed kernel this often (at most "
+        f"{FIXED_CYCLES_SLACK}x --seconds), so its median speedup rests on enough cycles at 16 envs too",
+    )
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"built-in tasks of envs 1.. (default {DEFAULT_TASKS})")
     parser.add_argument("--fixed-task", default="builtin/scale_bias_tanh", help="env 0's task (speedup tracked)")
     parser.add_argument("--service", action="store_true", help="evaluate every env through one cudagym serve")

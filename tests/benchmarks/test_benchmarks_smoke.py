@@ -53,7 +53,7 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
     out = tmp_path / "throughput.json"
     stdout = run_benchmark(
         "throughput.py",
-        *("--backend", "cpu", "--levels", "1,2", "--seconds", "1", "--tasks", "builtin/relu"),
+        *("--backend", "cpu", "--levels", "1,2", "--seconds", "3", "--fixed-cycles", "2", "--tasks", "builtin/relu"),
         *("--fixed-task", "builtin/relu", "--lock", "on", "--no-warmup", "--cache-dir", str(cache_dir)),
         *("--json", str(out)),
     )
@@ -64,6 +64,7 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
         assert level["cycles"] >= level["envs"] and not level["failed_cycles"] and not level["errors"], level
         assert level["fixed_speedup"] is not None
         assert level["fixed_speedup"] == pytest.approx(statistics.median(level["fixed_speedups"]))
+        assert len(level["fixed_speedups"]) >= 2  # the level went on until env 0 had timed the kernel twice
         assert level["slots"]["slots"] >= level["cycles"]  # every profile took the timing slot
         assert level["slots"]["overlap_s"] == 0.0
 
