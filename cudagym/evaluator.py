@@ -60,6 +60,18 @@ from cudagym.workspace import Workspace
 _AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
 
 
+@dataclasses.dataclass
+class _Measured:
+    """What a profile got from its candidate: the timing (``timed`` message, and the interleaved ``pair`` when
+    eager was paired), the per-kernel breakdown, the re-check on fresh inputs and the integrity findings."""
+
+    timed: dict[str, Any] | None = None
+    pair: PairedTiming | None = None
+    kernels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    recheck: CheckResult | None = None
+    findings: list[IntegrityFinding] = dataclasses.field(default_factory=list)
+
+
 class Evaluator(Protocol):
     """What the environment needs from an evaluator; the CUDA backend and the shared evaluation service
     implement the same four calls."""
@@ -587,11 +599,7 @@ class LocalEvaluator:
         assert compiled is not None
         folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=exchange_dir()))
         deadline = time.monotonic() + self.config.profile_timeout
-        timed: dict[str, Any] | None = None
-        pair: PairedTiming | None = None
-        kernels: list[dict[str, Any]] = []
-        recheck: CheckResult | None = None
-        findings: list[IntegrityFinding] = []
+        measured = _Measured()
         child: Child | None = None
         try:
             phases = Phases(start)
@@ -610,21 +618,7 @@ class LocalEvaluator:
                 ref.call("await_compile")  # a compile begun ahead runs the model on the device: not while timing
                 phases.mark("reference_compile")
                 if ready is not None:
-                    with self._timing_slot("candidate", deadline):
-                        timed, pair = self._time_candidate(child, ref, prepared["inputs"], deadline)
-                        phases.mark("timing")
-                        breakdown = self.pool.await_stage(child, "kernels", deadline) if timed else None
-                        phases.mark("kernel_breakdown")
-                    if breakdown is not None:
-                        kernels = breakdown["kernels"]
-                        findings += [
-                            runtime.trusted_functions(breakdown.get("replaced")),
-                            runtime.no_threads(breakdown.get("threads_started")),
-                        ]
-                        recheck, found, _ = self._run_check(
-                            child, ref, folder, deadline, key="recheck", seed=secrets.randbits(62), kind="task", index=0
-                        )
-                        findings += found
+                    measured = self._measure(child, ref, prepared["inputs"], folder, deadline, phases)
                 phases.mark("recheck")
                 finished, code = self.pool.finish(child, deadline)
                 phases.mark("candidate_exit")
@@ -643,10 +637,11 @@ class LocalEvaluator:
                 self.pool.discard(child)
             shutil.rmtree(folder, ignore_errors=True)
         stderr = candidate_output(child, workspace, self.config.output_chars)
+        timed, pair, recheck, findings = measured.timed, measured.pair, measured.recheck, measured.findings
         candidate_ms = timed["median_ms"] if timed else None
         if timed is not None:
             findings += [
-                runtime.own_kernels(kernels, self.backend.is_cuda, self.policy),
+                runtime.own_kernels(measured.kernels, self.backend.is_cuda, self.policy),
                 runtime.within_roofline(candidate_ms, int(prepared.get("bytes", 0)), self._peak_bandwidth),
             ]
         broken = runtime.first_failure(findings)
@@ -680,7 +675,7 @@ class LocalEvaluator:
             speedup_compile=speedup_compile,
             repetitions=timed["reps"] if timed else 0,
             spread=timed["spread"] if timed else None,
-            kernels=tuple(KernelTime(k["name"], k["calls"], k["total_ms"], k["share"]) for k in kernels),
+            kernels=tuple(KernelTime(k["name"], k["calls"], k["total_ms"], k["share"]) for k in measured.kernels),
             device=self.backend.device_name,
             method=timed["method"] if timed else "",
             baseline_cached=cached,
@@ -691,6 +686,30 @@ class LocalEvaluator:
             integrity=tuple(findings),
             phases=phases.items(),
         )
+
+    def _measure(
+        self, child: Child, ref: ReferenceProcess, inputs: Any, folder: Path, deadline: float, phases: Phases
+    ) -> _Measured:
+        """Times the candidate on ``inputs`` inside the timing slot, takes its per-kernel breakdown, then
+        re-checks it on fresh inputs written into the buffers it was timed on."""
+        measured = _Measured()
+        with self._timing_slot("candidate", deadline):
+            measured.timed, measured.pair = self._time_candidate(child, ref, inputs, deadline)
+            phases.mark("timing")
+            breakdown = self.pool.await_stage(child, "kernels", deadline) if measured.timed else None
+            phases.mark("kernel_breakdown")
+        if breakdown is None:
+            return measured
+        measured.kernels = breakdown["kernels"]
+        measured.findings += [
+            runtime.trusted_functions(breakdown.get("replaced")),
+            runtime.no_threads(breakdown.get("threads_started")),
+        ]
+        measured.recheck, found, _ = self._run_check(
+            child, ref, folder, deadline, key="recheck", seed=secrets.randbits(62), kind="task", index=0
+        )
+        measured.findings += found
+        return measured
 
     def _time_candidate(
         self, child: Child, ref: ReferenceProcess, inputs: Any, deadline: float
