@@ -35,6 +35,13 @@ def solution_files(task: Task, backend: str) -> dict[str, str]:
     return files
 
 
+def code_edit(tag: str) -> str:
+    """A line to append to a kernel source that changes its code but not what it computes (``tag``: letters,
+    digits and underscores). Benchmarks edit kernels between cycles with it: a comment would not do, since
+    ccache serves an edit that leaves the preprocessed source unchanged, and an agent's real edit never does."""
+    return f"\nstatic const int cudagym_edit_{tag} = 1;\n"
+
+
 class ScriptedAgent:
     """Yields the actions of one episode for ``task`` on ``backend`` (see the module doc)."""
 

@@ -253,7 +253,7 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
     from cudagym.backends import resolve_backend
-    from cudagym.baselines.scripted import solution_files
+    from cudagym.baselines.scripted import code_edit, solution_files
     from cudagym.build import Builder
     from cudagym.evaluator import EvalConfig, LocalEvaluator
     from cudagym.tasks import load
@@ -294,7 +294,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 variants["cudagym warm"] = []
                 for i in range(args.cycles):
                     time.sleep(args.think)
-                    workspace.write(kernel, files[kernel] + f"\n// run {run_id} cycle {i + 1}\n")
+                    workspace.write(kernel, files[kernel] + code_edit(f"{run_id}_{i + 1}"))
                     variants["cudagym warm"].append(cudagym_cycle(evaluator, workspace))
                     _echo("cudagym warm", variants["cudagym warm"][-1])
             finally:
@@ -310,7 +310,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 (workdir / path).write_text(content)
             variants["naive"] = []
             for i in range(args.naive_cycles or args.cycles):
-                (workdir / kernel).write_text(files[kernel] + f"\n// run {run_id} cycle {i + 1}\n")
+                (workdir / kernel).write_text(files[kernel] + code_edit(f"{run_id}_{i + 1}"))
                 variants["naive"].append(naive_cycle(workdir, backend, args.stage_timeout))
                 _echo("naive", variants["naive"][-1])
     finally:

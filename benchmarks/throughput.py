@@ -45,7 +45,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
         import gymnasium as gym
 
         from cudagym.baselines import tool_call
-        from cudagym.baselines.scripted import solution_files
+        from cudagym.baselines.scripted import code_edit, solution_files
         from cudagym.tasks import load
 
         factory = None
@@ -106,7 +106,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
             return not fixed_done.is_set() and time.time() - start < options["seconds"] * FIXED_CYCLES_SLACK
 
         while going():
-            edit = f"\n// run {options['run']} env {index} cycle {len(cycles) + 1}\n"  # new hash: really compiled
+            edit = code_edit(f"{options['run']}_{index}_{len(cycles) + 1}")  # new source: really compiled
             step("write_file", path=kernel, content=files[kernel] + edit)
             began = time.time()
             row: dict[str, Any] = {"start": began}

@@ -60,6 +60,9 @@ class BuildOptions:
     timeout_seconds: float = 300.0
     jobs: int = 0  # parallel compiler processes; 0 = one per core
     use_pch: bool = True
+    # compile through ccache where it is installed (its own cache under <cache>/ccache unless $CCACHE_DIR is set):
+    # it also serves an edit that changes no preprocessed token (a comment), which the object cache cannot
+    ccache: bool = True
     diagnostics_chars: int = 12000
 
 
@@ -296,7 +299,10 @@ class Builder:
         final = self.objects_dir / f"{unit.key}.o"
         with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as tmp:
             out = Path(tmp) / "out.o"
-            code, text = _run([*unit.command, "-o", str(out)], self.options.timeout_seconds, cwd=ws)
+            command = [*unit.command, "-o", str(out)]
+            launcher = ccache_path() if self.options.ccache else None
+            extra = ccache_env(self.cache_dir, ws) if launcher else None
+            code, text = _run([launcher, *command] if launcher else command, self.options.timeout_seconds, ws, extra)
             if code == 0:
                 if unit.kind == "cu":
                     (self.objects_dir / f"{unit.key}.log").write_text(text)
@@ -394,9 +400,26 @@ def _probe_fast_linker(cxx: str) -> tuple[str, ...]:
     return ()
 
 
-def _run(cmd: Sequence[str], timeout: float, cwd: Path) -> tuple[int, str]:
+def ccache_path() -> str | None:
+    """The ccache executable on PATH, or None."""
+    return shutil.which("ccache")
+
+
+def ccache_env(cache_dir: Path, workspace: Path) -> dict[str, str]:
+    """ccache's settings for one compile: its cache beside cudagym's (unless the user set ``CCACHE_DIR``), paths
+    under the workspace hashed as relative ones (so another workspace with the same files hits), and the
+    sloppiness a precompiled header and freshly written files need to be cached at all."""
+    return {
+        "CCACHE_DIR": os.environ.get("CCACHE_DIR") or str(cache_dir / "ccache"),
+        "CCACHE_BASEDIR": str(workspace),
+        "CCACHE_NOHASHDIR": "1",
+        "CCACHE_SLOPPINESS": "pch_defines,time_macros,include_file_mtime,include_file_ctime",
+    }
+
+
+def _run(cmd: Sequence[str], timeout: float, cwd: Path, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
     """Runs a compiler in its own process group; on timeout the group is killed."""
-    env = dict(os.environ, LC_ALL="C", LANG="C")
+    env = dict(os.environ, LC_ALL="C", LANG="C", **(extra_env or {}))
     proc = subprocess.Popen(
         list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True
     )

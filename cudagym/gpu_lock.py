@@ -109,12 +109,18 @@ def device_identity(backend: Backend) -> str:
     """
     if not backend.is_cuda:
         return _safe(f"cpu-{socket.gethostname()}")
-    index = int(backend.device.split(":", 1)[1]) if ":" in backend.device else 0
-    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
-    entry = visible[index] if index < len(visible) else str(index)
+    entry = nvidia_smi_selector(backend)
     if entry.startswith(("GPU-", "MIG-")):
         return _safe(entry)
     return _safe(_gpu_uuid(entry) or f"cuda{entry}")
+
+
+def nvidia_smi_selector(backend: Backend) -> str:
+    """How nvidia-smi's ``-i`` names the GPU ``backend`` runs on: its ``CUDA_VISIBLE_DEVICES`` entry (an index or
+    a UUID) when that lists GPUs, else the device index."""
+    index = int(backend.device.split(":", 1)[1]) if ":" in backend.device else 0
+    visible = [v.strip() for v in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if v.strip()]
+    return visible[index] if index < len(visible) else str(index)
 
 
 def _gpu_uuid(selector: str) -> str | None:

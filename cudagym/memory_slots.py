@@ -26,7 +26,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from cudagym.backends import Backend
-from cudagym.gpu_lock import TimingSlotTimeout, device_identity, locking_enabled, query_gpu_field
+from cudagym.gpu_lock import (
+    TimingSlotTimeout,
+    device_identity,
+    locking_enabled,
+    nvidia_smi_selector,
+    query_gpu_field,
+)
 
 GIB_PER_SLOT = 20  # "auto": one slot per this much device memory (7 on an H200)
 _held = threading.local()  # per thread: the devices whose memory slot it holds (nested use takes no second one)
@@ -37,8 +43,7 @@ def auto_slots(backend: Backend) -> int:
     (4 when nvidia-smi cannot say); on cpu 0, no bound (the host's memory is the candidate's rlimit's business)."""
     if not backend.is_cuda:
         return 0
-    index = backend.device.split(":", 1)[1] if ":" in backend.device else "0"
-    mib = query_gpu_field(index, "memory.total")
+    mib = query_gpu_field(nvidia_smi_selector(backend), "memory.total")
     try:
         return max(1, int(float(mib) / 1024 // GIB_PER_SLOT)) if mib else 4
     except ValueError:

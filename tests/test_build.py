@@ -96,3 +96,50 @@ def test_a_fast_linker_that_fails_a_real_link_gives_way_to_the_default_one(
     result = builder.build(relu_workspace(tmp_path))
     assert result.status is Status.OK, result.diagnostics
     assert fast_linker(cxx) == ()
+
+
+def _ccache_stats(cache_dir: Path) -> dict[str, int]:
+    import os
+    import subprocess
+
+    env = dict(os.environ, CCACHE_DIR=str(cache_dir / "ccache"))
+    out = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True, check=True).stdout
+    return {k: int(v) for k, v in (line.split("\t") for line in out.splitlines() if "\t" in line)}
+
+
+def test_compiles_go_through_ccache_which_serves_an_edit_the_object_cache_cannot(
+    builder: Builder, tmp_path: Path
+) -> None:
+    if build.ccache_path() is None:
+        pytest.skip("ccache is not installed on this machine (.ci/run installs it)")
+    workspace = relu_workspace(tmp_path)
+    source = (workspace.path / KERNEL).read_text() + f"\nstatic const int cudagym_test_{tmp_path.name} = 1;\n"
+    workspace.write(KERNEL, source)  # new to both caches
+    assert builder.build(workspace).status is Status.OK
+    before = _ccache_stats(builder.cache_dir)
+    workspace.write(KERNEL, source + "// only a comment: the object cache misses, ccache does not\n")
+    edited = builder.build(workspace)
+    assert edited.status is Status.OK and edited.objects_compiled == 1
+    after = _ccache_stats(builder.cache_dir)
+    hits = ("direct_cache_hit", "preprocessed_cache_hit")
+    assert sum(after.get(k, 0) for k in hits) == sum(before.get(k, 0) for k in hits) + 1
+
+
+def test_without_ccache_the_compiler_runs_itself(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls: list[list[str]] = []
+    real = build._run
+
+    def recording(cmd: list[str], *args: object, **kwargs: object) -> tuple[int, str]:
+        calls.append(list(cmd))
+        return real(cmd, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(build, "_run", recording)
+    monkeypatch.setattr(build, "ccache_path", lambda: "/nonexistent/ccache")
+    off = Builder(resolve_backend("cpu"), cache_dir=cache_dir, options=build.BuildOptions(ccache=False))
+    workspace = relu_workspace(tmp_path)
+    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int t_{tmp_path.name} = 1;\n")
+    assert off.build(workspace).status is Status.OK  # BuildOptions(ccache=False): the path above is never used
+    compiles = [c for c in calls if "-c" in c]
+    assert compiles and all(c[0] != "/nonexistent/ccache" for c in compiles)

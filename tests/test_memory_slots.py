@@ -75,6 +75,19 @@ def test_nested_use_no_bound_and_locking_off_take_no_slot(tmp_path: Path) -> Non
     assert not (tmp_path / "none").exists()
 
 
-def test_auto_bounds_cuda_only() -> None:
+def test_auto_bounds_cuda_only_by_the_visible_gpus_memory(monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudagym import gpu_lock, memory_slots
+
+    asked: list[tuple[str, str]] = []
+
+    def query(selector: str, field: str) -> str | None:
+        asked.append((selector, field))
+        return "143771" if selector == "3" else None  # an H200's MiB
+
+    monkeypatch.setattr(memory_slots, "query_gpu_field", query)
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,3")
     assert auto_slots(CPU) == 0
-    assert auto_slots(dataclasses.replace(CPU, name="cuda", device="cuda:0")) >= 1
+    assert auto_slots(dataclasses.replace(CPU, name="cuda", device="cuda:1")) == 7  # the second visible GPU: 3
+    assert asked == [("3", "memory.total")]
+    assert auto_slots(dataclasses.replace(CPU, name="cuda", device="cuda:0")) == 4  # nvidia-smi cannot say
+    assert gpu_lock.nvidia_smi_selector(dataclasses.replace(CPU, name="cuda", device="cuda:5")) == "5"
