@@ -434,6 +434,39 @@ class LocalEvaluator:
 
     # -- verify ------------------------------------------------------------------------------------
 
+    def _run_checks(
+        self, child: Child, ref: ReferenceProcess, folder: Path, deadline: float, kinds: tuple[str, ...]
+    ) -> tuple[list[CheckResult], list[IntegrityFinding]]:
+        """``num_checks`` fresh input sets through the candidate, then check 1's inputs again (determinism);
+        stops at the first failed check or integrity finding. Returns the checks run and their findings."""
+        checks: list[CheckResult] = []
+        findings: list[IntegrityFinding] = []
+        count = self.config.num_checks
+        plan = [(f"check{i}", secrets.randbits(62), kinds[i % len(kinds)]) for i in range(count)]
+        if self.config.check_determinism:
+            plan.append(("repeat", plan[0][1], plan[0][2]))  # check 1's seed: the same inputs again
+        for i, (key, seed, kind) in enumerate(plan):
+            check, found, _ = self._run_check(
+                child,
+                ref,
+                folder,
+                deadline,
+                key=key,
+                seed=seed,
+                kind=kind,
+                index=i,
+                observe=i == 0,
+                keep=i == 0 and self.config.check_determinism,
+                same_as="check0" if key == "repeat" else "",
+            )
+            if check is None:
+                break
+            checks.append(check)
+            findings.extend(found)
+            if not check.passed or runtime.first_failure(found) is not None:
+                break
+        return checks, findings
+
     def verify(self, workspace: Workspace) -> VerifyResult:
         """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for
         determinism) in one candidate process, comparing each output in the reference process."""
@@ -459,30 +492,7 @@ class LocalEvaluator:
             with self._memory_slot(deadline):
                 phases.mark("memory_slot")
                 if ready is not None:
-                    count = self.config.num_checks
-                    plan = [(f"check{i}", secrets.randbits(62), kinds[i % len(kinds)]) for i in range(count)]
-                    if self.config.check_determinism:
-                        plan.append(("repeat", plan[0][1], plan[0][2]))  # check 1's seed: the same inputs again
-                    for i, (key, seed, kind) in enumerate(plan):
-                        check, found, _ = self._run_check(
-                            child,
-                            ref,
-                            folder,
-                            deadline,
-                            key=key,
-                            seed=seed,
-                            kind=kind,
-                            index=i,
-                            observe=i == 0,
-                            keep=i == 0 and self.config.check_determinism,
-                            same_as="check0" if key == "repeat" else "",
-                        )
-                        if check is None:
-                            break
-                        checks.append(check)
-                        findings.extend(found)
-                        if not check.passed or runtime.first_failure(found) is not None:
-                            break
+                    checks, findings = self._run_checks(child, ref, folder, deadline, kinds)
                 phases.mark("checks")
                 ref.call("drop", key="check0")
             finished, code = self.pool.finish(child, deadline)
@@ -734,7 +744,7 @@ class LocalEvaluator:
             return ref.call("baseline", key="timing", mode="eager", timing=dataclasses.asdict(timing))["times_ms"]
 
         pair = interleave(candidate_round, eager_round, self.config.timing, self.config.paired_rounds)
-        if pair is None or not replies[-1]:
+        if pair is None:
             return None, None
         method = replies[-1]["method"].rsplit(" of ", 1)[0]
         timed = {

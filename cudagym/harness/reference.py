@@ -316,7 +316,7 @@ class ReferenceServer:
         if mode == "compile":
             self.await_compile()
             if self.compiled is None:
-                self.compile_reference(key)
+                self._compile(self.inputs[key])
             model = self.compiled
         inputs = self.inputs[key]
 
