@@ -144,7 +144,8 @@ class CandidatePool:
             self._forget(child)
             reaper = threading.Thread(target=child.kill, name="cudagym-reap", daemon=True)
             reaper.start()
-            self._reapers = [r for r in self._reapers if r.is_alive()] + [reaper]
+            with self._lock:
+                self._reapers = [r for r in self._reapers if r.is_alive()] + [reaper]
             return True, 0
         finished = child.receive_all(deadline)
         code = child.wait(deadline - time.monotonic() + 1) if finished else None
@@ -173,10 +174,13 @@ class CandidatePool:
                 self._running.remove(child)
 
     def join_reapers(self, timeout: float = 10.0) -> None:
-        """Waits until used candidates are gone (their CUDA contexts torn down)."""
-        for reaper in self._reapers:
+        """Waits until used candidates are gone (their CUDA contexts torn down); safe from several threads."""
+        with self._lock:
+            reapers = list(self._reapers)
+        for reaper in reapers:
             reaper.join(timeout=timeout)
-        self._reapers = [r for r in self._reapers if r.is_alive()]
+        with self._lock:
+            self._reapers = [r for r in self._reapers if r.is_alive()]
 
     def close(self) -> None:
         """Kills every candidate, running or spare, ends the fork server and waits for the reapers

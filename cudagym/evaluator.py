@@ -17,8 +17,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-import json
-import os
 import secrets
 import shutil
 import tempfile
@@ -28,6 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cudagym.backends import Backend
+from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
 from cudagym.eval_config import EvalConfig, pairs_eager, prepares_ahead
@@ -58,6 +57,7 @@ from cudagym.text import clean
 from cudagym.workspace import Workspace
 
 _AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
+COMPILE_POLL_S = 0.1  # how often the baselines timed ahead ask whether the reference's torch.compile is done
 
 
 @dataclasses.dataclass
@@ -104,6 +104,7 @@ class LocalEvaluator:
         self._reference: ReferenceProcess | None = None
         self._loaded_task: str | None = None  # the task the reference process holds
         self._ahead: threading.Thread | None = None
+        self._baselining: threading.Thread | None = None  # the baselines timed ahead (``_time_baselines_ahead``)
         self._closing = False
         self.ahead_error = ""  # why the last preparation ahead stopped early (the stages redo what it missed)
         self._eval_mode = False
@@ -134,10 +135,10 @@ class LocalEvaluator:
 
     def _prepare_ahead(self, previous: threading.Thread | None, task: Task) -> None:
         """What the first compile, verify and profile of ``task`` would otherwise wait for: spare candidates,
-        the precompiled header, the reference process with the task loaded, and the reference's torch.compile
-        (begun in the reference process's background, so that a first verify is served meanwhile; ``profile``
-        waits for it before timing, and times the baselines). Stops early when the task changed or the
-        evaluator closes."""
+        the precompiled header, the reference process with the task loaded, the reference's torch.compile
+        (begun in the reference process's background, so that a first verify is served meanwhile) and the
+        baselines (timed by a thread of their own once torch.compile is built; a profile waits for them).
+        Stops early when the task changed or the evaluator closes."""
         _AHEAD.active = True  # this thread prepares: it never waits for a preparation (its successor waits for it)
         if previous is not None:
             previous.join()
@@ -148,16 +149,20 @@ class LocalEvaluator:
             threading.Thread(target=self._prepare_header, name="cudagym-pch", daemon=True).start()
             ref = self.reference()
             switched = self._closing or self.task is not task
-            if switched or not self.config.compile_baseline or self._cached_baselines() is not None:
+            if switched or self._cached_baselines() is not None:
                 return
+            key = f"ahead-{secrets.token_hex(4)}"  # its own name: a later preparation never reuses it
             folder = Path(tempfile.mkdtemp(prefix="cudagym-ahead-", dir=exchange_dir()))
             try:
-                self._unchecked_inputs(ref, "ahead", folder)
-                # in the reference's background: a first verify's checks need not wait for the compiler
-                ref.call("compile_reference", key="ahead", background=True)
-                ref.call("drop", key="ahead")
+                self._unchecked_inputs(ref, key, folder)
+                if self.config.compile_baseline:  # in the reference's background: a first verify need not wait
+                    ref.call("compile_reference", key=key, background=True)
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
+            self._baselining = threading.Thread(
+                target=self._time_baselines_ahead, args=(ref, task, key), name="cudagym-baselines", daemon=True
+            )
+            self._baselining.start()
         except Exception as exc:  # the stages start what is missing and report their own errors
             self.ahead_error = f"{type(exc).__name__}: {exc}"
 
@@ -538,66 +543,77 @@ class LocalEvaluator:
 
     # -- profile -----------------------------------------------------------------------------------
 
-    def _baseline_key(self) -> str:
-        blob = json.dumps(
-            [
-                self.task.fingerprint(self.backend.name),
-                self.backend.name,
-                self.backend.device_name,
-                self.builder.toolchain.torch_version,
-                self.backend.threads,
-                dataclasses.asdict(self.config.timing),
-            ],
-            sort_keys=True,
-        )
-        return hashlib.sha256(blob.encode()).hexdigest()[:24]
+    @property
+    def baseline_cache(self) -> BaselineCache:
+        return BaselineCache(self.cache_dir, self.backend, self.builder.toolchain.torch_version, self.config.timing)
 
-    def _baselines_path(self) -> Path:
-        return self.cache_dir / "baselines" / f"{self._baseline_key()}.json"
+    def _cached_baselines(self, task: Task | None = None) -> dict[str, Any] | None:
+        """The cached baselines of ``task`` (default: the current one) when they hold every one this
+        configuration needs, else None."""
+        return self.baseline_cache.read(task or self.task, need_compile=self.config.compile_baseline)
 
-    def _cached_baselines(self) -> dict[str, Any] | None:
-        """The cached baselines when they hold every one this configuration needs, else None."""
-        try:
-            data = json.loads(self._baselines_path().read_text())
-        except (OSError, ValueError):
-            return None
-        complete = "eager_ms" in data and (data.get("compile_ms") is not None or not self.config.compile_baseline)
-        return data if complete else None
+    def baselines(
+        self, key: str, *, ref: ReferenceProcess | None = None, task: Task | None = None
+    ) -> tuple[float, float | None, bool]:
+        """(eager_ms, compile_ms, from_cache) of ``task`` (default: the current one), measured on the reference's
+        input set ``key`` when not cached, each in the device's timing slot.
 
-    def baselines(self, key: str) -> tuple[float, float | None, bool]:
-        """(eager_ms, compile_ms, from_cache), measured on input set ``key`` when not cached.
-
-        compile_ms is None when ``EvalConfig.compile_baseline`` is off (tiers then stop at 2).
-        """
-        path = self._baselines_path()
-        data = self._cached_baselines()
+        compile_ms is None when ``EvalConfig.compile_baseline`` is off (tiers then stop at 2). ``ref``: the
+        reference process to use as it is (the timing ahead, which must not wait for a preparation)."""
+        task = task or self.task
+        data = self._cached_baselines(task)
         if data is not None:
             return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
         timing = dataclasses.asdict(self.config.timing)
-        ref = self.reference()
+        ref = ref or self.reference()
         if self.config.compile_baseline:
-            ref.call("compile_reference", key=key)
+            # nothing is timed beside a compile: its code generation would stretch the timed calls
+            self._await_reference_compile(ref, task)
+            ref.call("compile_reference", key=key)  # a compile's first call generates code: never timed
         self.pool.join_reapers()  # a used candidate still tearing down its CUDA context would disturb the timing
         with self._timing_slot("baselines"):
+            data = self._cached_baselines(task)  # another environment of this task may have timed them meanwhile
+            if data is not None:
+                return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
             eager = ref.call("baseline", key=key, mode="eager", timing=timing)["median_ms"]
             compiled = None
             if self.config.compile_baseline:
                 compiled = ref.call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
-        tmp.write_text(
-            json.dumps(
-                {
-                    "task": self.task.id,
-                    "device": self.backend.device_name,
-                    "eager_ms": eager,
-                    "compile_ms": compiled,
-                    "torch": self.builder.toolchain.torch_version,
-                }
-            )
-        )
-        os.replace(tmp, path)
+        self.baseline_cache.write(task, eager, compiled)
         return eager, compiled, False
+
+    def _await_reference_compile(self, ref: ReferenceProcess, task: Task) -> None:
+        """Waits, without holding the reference process, until a torch.compile it runs in the background is
+        done (other threads' checks are served meanwhile); raises when the task changed or the evaluator closes."""
+        deadline = time.monotonic() + self.config.reference_timeout
+        while not ref.call("compile_done")["done"]:
+            if self._closing or self.task is not task:
+                raise RuntimeError("the task changed or the evaluator closed while torch.compile ran")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"the reference's torch.compile took more than {self.config.reference_timeout:g} s")
+            time.sleep(COMPILE_POLL_S)
+
+    def _time_baselines_ahead(self, ref: ReferenceProcess, task: Task, key: str) -> None:
+        """The baselines of ``task`` timed ahead, as soon as the reference's background compile is done, so
+        that a first profile that comes later finds them cached instead of timing them itself. Drops the input
+        set ``key`` when done."""
+        try:
+            self.baselines(key, ref=ref, task=task)
+        except Exception as exc:  # the profile times what is missing and reports its own errors
+            if not self._closing and self.task is task:
+                self.ahead_error = f"baselines: {type(exc).__name__}: {exc}"
+        finally:
+            if ref.alive and not self._closing:
+                try:
+                    ref.call("drop", key=key)
+                except RuntimeError as exc:
+                    self.ahead_error = f"baselines: dropping their inputs: {exc}"
+
+    def _await_baselines_ahead(self) -> None:
+        """Waits for the baselines being timed ahead (a profile would otherwise time them a second time)."""
+        thread = self._baselining
+        if thread is not None and thread is not threading.current_thread():
+            thread.join()
 
     def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
         """Times ModelNew, then re-checks it on fresh inputs written into the buffers it was timed on, and
@@ -616,6 +632,8 @@ class LocalEvaluator:
             phases.mark("prechecks")
             ref = self.reference()
             phases.mark("reference")
+            self._await_baselines_ahead()
+            phases.mark("baselines_ahead")
             # quiet device while timing: no successor starts (CUDA init) and no used candidate is still dying
             child = self.pool.start(self._base_job(workspace, compiled, folder, "profile"), refill=False)
             self.pool.join_reapers()
@@ -855,6 +873,9 @@ class LocalEvaluator:
         if self._ahead is not None:
             self._ahead.join(timeout=30)
             self._ahead = None
+        if self._baselining is not None:  # its calls fail with the reference process closed
+            self._baselining.join(timeout=30)
+            self._baselining = None
         self.pool.close()
         if self._reference is not None:
             self._reference.close()

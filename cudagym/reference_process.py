@@ -4,6 +4,7 @@ private channel (see :mod:`cudagym.harness.reference` for the side that runs the
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -15,12 +16,14 @@ if TYPE_CHECKING:
 
 
 class ReferenceProcess:
-    """The trusted reference child: request/response over stdin and the private channel."""
+    """The trusted reference child: request/response over stdin and the private channel. Several threads may
+    call it (a stage and the baselines timed ahead); each call is one request and its reply, taken in turn."""
 
     def __init__(self, backend: Backend, config: EvalConfig) -> None:
         limits = dataclasses.replace(config.limits, cpu_seconds=None)
         self.child = Child("reference", limits=limits, threads=backend.threads)
         self.timeout = config.reference_timeout
+        self._lock = threading.Lock()  # one request in flight: replies carry no request id
         hello = self.child.receive(time.monotonic() + 120)
         if not hello or not hello.get("ready"):
             output = self.child.output.text()
@@ -28,8 +31,9 @@ class ReferenceProcess:
             raise RuntimeError(f"the reference process did not start: {output[-2000:]}")
 
     def call(self, command: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
-        self.child.send({"command": command, **args})
-        reply = self.child.receive(time.monotonic() + (timeout or self.timeout))
+        with self._lock:
+            self.child.send({"command": command, **args})
+            reply = self.child.receive(time.monotonic() + (timeout or self.timeout))
         if reply is None:
             detail = self.child.output.text(wait=0.1)[-3000:] if not self.child.alive else "no reply in time"
             self.child.kill()
@@ -47,7 +51,11 @@ class ReferenceProcess:
         return self.child.alive
 
     def close(self) -> None:
-        if self.child.alive:
-            self.child.send({"command": "shutdown"})
-            self.child.receive(time.monotonic() + 2)
+        """Asks the process to end (when no call is in flight) and kills it; a call in flight then fails."""
+        if self.child.alive and self._lock.acquire(timeout=0.5):
+            try:
+                self.child.send({"command": "shutdown"})
+                self.child.receive(time.monotonic() + 2)
+            finally:
+                self._lock.release()
         self.child.kill()

@@ -4,6 +4,7 @@ built in the background, following the env's task when it changes mid-way, and s
 from __future__ import annotations
 
 import dataclasses
+import secrets
 import threading
 import time
 from pathlib import Path
@@ -129,5 +130,42 @@ def test_paired_eager_interleaves_eager_with_the_candidate_and_scales_torch_comp
         assert cached is not None  # the cache keeps the baselines' own times; the pair only scales them
         drift = result["eager_ms"] / cached["eager_ms"]
         assert result["compile_ms"] == pytest.approx(cached["compile_ms"] * drift)
+    finally:
+        env.close()
+
+
+def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
+    fast_config: EvalConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cudagym.gpu_lock import JOURNAL_ENV, LOCK_ENV, read_journal
+
+    journal = tmp_path / "journal.jsonl"
+    monkeypatch.setenv(LOCK_ENV, "on")  # slots lock (and are journalled) on the cpu backend too
+    monkeypatch.setenv(JOURNAL_ENV, str(journal))
+    # timing settings of this test alone: no earlier test's baselines are cached under them
+    timing = dataclasses.replace(fast_config.timing, budget_seconds=0.2 + secrets.randbelow(10**6) * 1e-9)
+    config = dataclasses.replace(fast_config, prepare_ahead=True, timing=timing)
+    env = CudaKernelEnv(backend="cpu", eval_config=config)
+    try:
+        env.reset(options={"task_id": "builtin/relu"})
+        evaluator = env.evaluator
+        assert isinstance(evaluator, LocalEvaluator)
+        assert evaluator._cached_baselines() is None
+        evaluator._ahead.join(timeout=180)
+        assert evaluator._baselining is not None
+        evaluator._baselining.join(timeout=300)  # torch.compile of the reference on 2 cores: tens of seconds
+        assert not evaluator.ahead_error, evaluator.ahead_error
+        cached = evaluator._cached_baselines()
+        assert cached is not None and cached["eager_ms"] > 0 and cached["compile_ms"] > 0
+        write_all(env, solution_files(env.task, "cpu"))
+        obs, _, _, _, info = env.step(tool_call("profile"))
+        assert info["status"] == "ok", obs
+        result = info["result"]
+        assert result["baseline_cached"]  # timed ahead: this profile timed only the candidate
+        assert (result["eager_ms"], result["compile_ms"]) == (cached["eager_ms"], cached["compile_ms"])
+        labels = [entry["label"] for entry in read_journal(journal) if entry["mode"] == "exclusive"]
+        assert labels == ["baselines", "candidate"]  # eager and torch.compile ahead, then the profile's candidate
+        # the reference's input set of the timing ahead is gone once the baselines are
+        assert not any(key.startswith("ahead-") for key in evaluator.reference().call("held")["keys"])
     finally:
         env.close()

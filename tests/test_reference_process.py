@@ -81,3 +81,18 @@ def test_a_failed_background_compile_fails_the_command_that_awaits_it(cache_dir:
             _prepare(ref, "check", folder)
     finally:
         ref.close()
+
+
+def test_no_baseline_is_timed_while_a_background_compile_runs(cache_dir: Path) -> None:
+    ref = _reference(load("builtin").get("builtin/relu").source_for("cpu"), cache_dir)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            _prepare(ref, "ahead", folder)
+            ref.call("compile_reference", key="ahead", background=True)
+            assert not ref.call("compile_done")["done"]  # code generation takes seconds
+            timing = dataclasses.asdict(FAST_TIMING)
+            assert ref.call("baseline", key="ahead", mode="eager", timing=timing)["median_ms"] > 0
+            assert ref.call("compile_done")["done"]  # the eager timing waited for the compile to end
+            assert ref.call("held")["keys"] == ["ahead"]
+    finally:
+        ref.close()

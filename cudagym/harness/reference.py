@@ -273,6 +273,10 @@ class ReferenceServer:
             self._run_compiled(self.inputs[key])
         return {"ok": True}
 
+    def compile_done(self) -> dict[str, Any]:
+        """Whether no torch.compile runs in the background (its error, if any, stays for the next use)."""
+        return {"ok": True, "done": self._compiling is None or not self._compiling.is_alive()}
+
     def await_compile(self) -> dict[str, Any]:
         """Waits for a background compile; its failure becomes this command's."""
         self._await_background_compile()
@@ -309,9 +313,12 @@ class ReferenceServer:
         synchronize(self.device)
 
     def baseline(self, key: str, mode: str, timing: dict[str, Any]) -> dict[str, Any]:
-        """Times eager or torch.compile on input set ``key`` by the candidate's method."""
+        """Times eager or torch.compile on input set ``key`` by the candidate's method, never while a
+        torch.compile runs in this process's background: its code generation holds the interpreter between
+        the timed calls (eager timed beside it on the H200 came out 1.5-7x slower than alone)."""
         import torch
 
+        self._await_background_compile()  # its error stays for the command that uses the compiled model
         model = self.model
         if mode == "compile":
             self.await_compile()
@@ -392,6 +399,7 @@ class ReferenceServer:
             )
             previous = tensors
             self.inputs["check"] = inputs
+        self._await_background_compile()  # timed alone (see ``baseline``)
         eager = time_callable(lambda: self.model(*self.inputs["check"]), self.device, TimingConfig(**timing))
         self.inputs.pop("check", None)
         report["eager_ms"] = eager.median_ms
@@ -411,6 +419,10 @@ class ReferenceServer:
         if torch.cuda.is_initialized() and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > KEEP_CACHED:
             torch.cuda.empty_cache()
         return {"ok": True}
+
+    def held(self) -> dict[str, Any]:
+        """The names of the input sets this process holds (each a share of device memory)."""
+        return {"ok": True, "keys": sorted(self.inputs)}
 
     def serve(self) -> None:
         for line in sys.stdin:
