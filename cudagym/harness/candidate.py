@@ -417,9 +417,10 @@ def warm_profiler() -> None:
 def main(channel: Channel) -> None:
     """Imports torch first, then waits for the job: a process can be started ahead of its stage.
 
-    The CUDA context is created in a shared slot of the device (``CUDAGYM_WARMUP_SLOT``, see
-    ``cudagym/gpu_lock.py``), so that no context is set up on a GPU while another process times there;
-    the profiler's initialisation that follows is the process's own and needs no slot."""
+    The CUDA context and the profiler's CUDA tracing are set up in a shared slot of the device
+    (``CUDAGYM_WARMUP_SLOT``, see ``cudagym/gpu_lock.py``), so that none of it happens on a GPU while another
+    process times there: a spare warming up its profiler beside a timed candidate (outside the slot until the
+    sixth session) is what made one ``profile`` call in five 3-5% slower on the H200 (docs/benchmarks.md)."""
     import torch
 
     if torch.cuda.is_available():
@@ -427,8 +428,8 @@ def main(channel: Channel) -> None:
             torch.cuda.init()
             torch.zeros(1, device="cuda")
             torch.cuda.synchronize()
-        if os.environ.pop(PROFILER_WARMUP_ENV, "1") != "0":  # "0" under ncu: it needs no breakdown
-            warm_profiler()
+            if os.environ.pop(PROFILER_WARMUP_ENV, "1") != "0":  # "0" under ncu: it needs no breakdown
+                warm_profiler()
     watch = Watch()
     channel.send(stage="warm")
     job = json.loads(sys.stdin.readline())
