@@ -3,7 +3,11 @@
     python benchmarks/repeatability.py --backend cuda --task builtin/relu --repeats 5
 
 Prints each call's candidate time and speedups and the spread of the speedups, (max - min) / median.
-The target (issue 3) is a spread within 2% for kernels of 10 us and more.
+The target (issue 3) is a spread within 2% for kernels of 10 us and more. ``--pause`` waits between the calls
+(an agent thinking; 0: back to back). Each row of ``--out`` also keeps every call's per-repetition times, and the
+table says how they moved inside a call: ``drift`` is the median of a call's last quarter of repetitions over
+its first quarter's (below 1: the call started slow), ``slow`` the share of repetitions more than 2% above the
+call's fastest tenth.
 """
 
 from __future__ import annotations
@@ -11,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import time
+from typing import Any
 
 from cudagym.baselines import tool_call
 from cudagym.baselines.scripted import solution_files
@@ -18,6 +24,33 @@ from cudagym.build import default_cache_dir
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
 from cudagym.tasks import load
+
+
+def record_timings(evaluator: Any) -> list[list[float]]:
+    """The per-repetition times of every candidate timing ``evaluator`` runs from now on, in call order."""
+    calls: list[list[float]] = []
+    if getattr(evaluator, "_recorded_timings", None) is not None:
+        return evaluator._recorded_timings
+    original = evaluator._time_candidate
+
+    def recording(*args: Any, **kwargs: Any) -> Any:
+        timed, pair = original(*args, **kwargs)
+        calls.append(list(timed.get("times_ms", [])) if timed else [])
+        return timed, pair
+
+    evaluator._time_candidate = recording
+    evaluator._recorded_timings = calls
+    return calls
+
+
+def inside_call(times: list[float]) -> tuple[float | None, float | None]:
+    """(drift, slow) of one call's repetitions (see the module docstring); None when too few."""
+    if len(times) < 8:
+        return None, None
+    quarter = len(times) // 4
+    drift = statistics.median(times[-quarter:]) / statistics.median(times[:quarter])
+    fast = sorted(times)[len(times) // 10]
+    return drift, sum(t > 1.02 * fast for t in times) / len(times)
 
 
 def main() -> None:
@@ -42,18 +75,29 @@ def main() -> None:
         choices=("auto", "ipc", "file"),
         help="EvalConfig.transport: how the candidate gets its inputs (file: it owns its input buffers)",
     )
+    parser.add_argument(
+        "--prestart",
+        type=int,
+        default=EvalConfig.prestart,
+        help="EvalConfig.prestart: candidates kept started ahead (0: none warms up while another is timed)",
+    )
+    parser.add_argument("--pause", type=float, default=0.0, help="seconds between profile calls (default 0)")
     args = parser.parse_args()
-    config = EvalConfig(paired_eager=args.paired_eager, transport=args.transport)
+    config = EvalConfig(paired_eager=args.paired_eager, transport=args.transport, prestart=args.prestart)
     env = CudaKernelEnv(backend=args.backend, eval_config=config)
     ids = args.task or [t.id for t in load("builtin") if env.backend.name in t.solutions]
     table = []
     try:
         for task_id in ids:
             env.reset(options={"task_id": task_id})
+            timings = record_timings(env._get_evaluator())  # the local evaluator, created now if it was not
+            first = len(timings)
             for path, content in solution_files(env.task, env.backend.name).items():
                 env.step(tool_call("write_file", path=path, content=content))
             runs = []
-            for _ in range(args.repeats):
+            for i in range(args.repeats):
+                if i and args.pause:
+                    time.sleep(args.pause)
                 if args.fresh_baselines:
                     for cached in (default_cache_dir() / "baselines").glob("*.json"):
                         cached.unlink()
@@ -70,6 +114,8 @@ def main() -> None:
                 "seconds": [r["seconds"] for r in runs],
                 "within_call_spread": [r.get("spread") for r in runs],  # (p75 - p25) / median inside each call
                 "phases": runs[-1]["phases"],
+                "times_ms": timings[first:],
+                "inside_call": [inside_call(t) for t in timings[first:]],
                 "speedup_eager": se,
                 "speedup_compile": sc,
                 "spread_eager": spread(se),
@@ -83,7 +129,7 @@ def main() -> None:
     paired = "eager interleaved with the candidate" if args.paired_eager else "cached baselines"
     print(
         f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task; {paired}; "
-        f"inputs by {args.transport} transport\n"
+        f"inputs by {args.transport} transport; {args.pause:g} s between calls; prestart {args.prestart}\n"
     )
     print(
         "| task | median candidate ms | speedup vs eager (min-max) | spread | speedup vs compile (min-max) | spread |"
@@ -94,6 +140,17 @@ def main() -> None:
             f"| {r['task']} | {statistics.median(r['candidate_ms']):.4g} | {min(r['speedup_eager']):.3f}-"
             f"{max(r['speedup_eager']):.3f} | {r['spread_eager']:.2%} | {min(r['speedup_compile']):.3f}-"
             f"{max(r['speedup_compile']):.3f} | {r['spread_compile']:.2%} |"
+        )
+    print("\n| task | candidate ms per call | drift per call | slow per call |")
+    print("|---|---|---|---|")
+    for r in table:
+        calls = r["inside_call"]
+        print(
+            f"| {r['task']} | {', '.join(f'{t:.4g}' for t in r['candidate_ms'])} | "
+            + ", ".join("n/a" if d is None else f"{d:.3f}" for d, _ in calls)
+            + " | "
+            + ", ".join("n/a" if s is None else f"{s:.0%}" for _, s in calls)
+            + " |"
         )
     if args.out:
         with open(args.out, "w") as f:

@@ -74,8 +74,13 @@ def test_repeatability_profiles_one_solution_repeatedly_by_the_chosen_transport(
     stdout = run_benchmark(
         "repeatability.py",
         *("--backend", "cpu", "--task", "builtin/relu", "--repeats", "2", "--transport", "file", "--out", str(out)),
+        *("--pause", "0.1"),
     )
     assert "| task | median candidate ms | speedup vs eager (min-max) | spread |" in stdout
-    assert "inputs by file transport" in stdout
+    assert "inputs by file transport; 0.1 s between calls" in stdout
+    assert "| task | candidate ms per call | drift per call | slow per call |" in stdout
     rows = json.loads(out.read_text())["rows"]
     assert [r["task"] for r in rows] == ["builtin/relu"] and len(rows[0]["candidate_ms"]) == 2
+    times = rows[0]["times_ms"]  # every repetition of both calls, whose median is the call's time
+    assert [statistics.median(t) for t in times] == pytest.approx(rows[0]["candidate_ms"])
+    assert all(drift > 0 and 0 <= slow <= 1 for drift, slow in rows[0]["inside_call"])
