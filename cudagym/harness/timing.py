@@ -10,6 +10,7 @@ Kept free of cudagym imports so the child needs only torch.
 from __future__ import annotations
 
 import dataclasses
+import gc
 import statistics
 import time
 from collections.abc import Callable
@@ -103,7 +104,21 @@ def time_callable(
     before_each: Callable[[], None] | None = None,
 ) -> TimingStats:
     """Times ``fn()`` on ``device`` ("cpu" or "cuda[:i]"). ``before_each`` runs untimed before every
-    repetition (e.g. to write fresh inputs into the buffers)."""
+    repetition (e.g. to write fresh inputs into the buffers). Python's garbage collector is off meanwhile, as in
+    ``timeit``: a full collection of a heap that holds torch takes milliseconds, which would land in whichever
+    repetition it interrupted."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        return _time_callable(fn, device, config, before_each)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _time_callable(
+    fn: Callable[[], Any], device: str, config: TimingConfig, before_each: Callable[[], None] | None
+) -> TimingStats:
     import torch
 
     is_cuda = device.startswith("cuda")

@@ -1,7 +1,8 @@
-"""The warm-up of the one timing method (cudagym/harness/timing.py)."""
+"""The one timing method (cudagym/harness/timing.py): its warm-up, and the garbage collector kept out."""
 
 from __future__ import annotations
 
+import gc
 import time
 
 from cudagym.harness.timing import TimingConfig, settled, time_callable, warm_up
@@ -41,3 +42,16 @@ def test_cpu_timing_warms_up_by_count_and_time_only() -> None:
     start = time.perf_counter()
     stats = time_callable(lambda: time.sleep(0.001), "cpu", config)
     assert stats.reps == 3 and time.perf_counter() - start < 5.0
+
+
+def test_the_garbage_collector_is_off_while_timing_and_restored_after() -> None:
+    states: list[bool] = []
+    stats = time_callable(lambda: states.append(gc.isenabled()), "cpu", TimingConfig(warmup=1, min_reps=3))
+    assert stats.reps >= 3 and states and not any(states)  # off in every warm-up and timed call
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        time_callable(lambda: None, "cpu", TimingConfig(warmup=1, min_reps=3, budget_seconds=0.0))
+        assert not gc.isenabled()  # a caller that had it off keeps it off
+    finally:
+        gc.enable()
