@@ -419,8 +419,9 @@ def main(channel: Channel) -> None:
 
     The CUDA context and the profiler's CUDA tracing are set up in a shared slot of the device
     (``CUDAGYM_WARMUP_SLOT``, see ``cudagym/gpu_lock.py``), so that none of it happens on a GPU while another
-    process times there: a spare warming up its profiler beside a timed candidate (outside the slot until the
-    sixth session) is what made one ``profile`` call in five 3-5% slower on the H200 (docs/benchmarks.md)."""
+    process times there (the profiler's part was outside the slot until the sixth session; moving it in did
+    not change the spread of five ``profile`` calls on the H200, docs/benchmarks.md, but keeps a known
+    source of device work out of every timing)."""
     import torch
 
     if torch.cuda.is_available():
