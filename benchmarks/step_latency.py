@@ -291,6 +291,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 time.sleep(args.think)
                 variants[first] = [cudagym_cycle(evaluator, workspace)]
                 _echo(first, variants[first][-1])
+                # the preparation's timeline (seconds from its start, about when the cycle began), which the
+                # first cycle's waits for the reference's torch.compile and the baselines are read against
+                variants[first][-1]["ahead_marks"] = dict(evaluator.ahead_marks)
+                marks = ", ".join(f"{step} {at:.2f}" for step, at in evaluator.ahead_marks.items())
+                print(f"    preparation ahead done at (s): {marks or 'nothing prepared'}", flush=True)
                 variants["cudagym warm"] = []
                 for i in range(args.cycles):
                     time.sleep(args.think)

@@ -107,6 +107,10 @@ class LocalEvaluator:
         self._baselining: threading.Thread | None = None  # the baselines timed ahead (``_time_baselines_ahead``)
         self._closing = False
         self.ahead_error = ""  # why the last preparation ahead stopped early (the stages redo what it missed)
+        # seconds after the last preparation began at which each of its steps was done (``_mark_ahead``):
+        # the timeline a first cycle's waits are read against (benchmarks/step_latency.py prints it)
+        self.ahead_marks: dict[str, float] = {}
+        self._ahead_start = time.monotonic()
         self._eval_mode = False
         self._single_file_ok: set[str] = set()
         self._peak_bandwidth: float | None = None
@@ -145,9 +149,11 @@ class LocalEvaluator:
         try:
             if self._closing or self.task is not task:
                 return
+            self.ahead_marks, self._ahead_start = {}, time.monotonic()
             self.pool.fill()
             threading.Thread(target=self._prepare_header, name="cudagym-pch", daemon=True).start()
             ref = self.reference()
+            self._mark_ahead("reference_loaded")
             switched = self._closing or self.task is not task
             if switched or self._cached_baselines() is not None:
                 return
@@ -157,6 +163,7 @@ class LocalEvaluator:
                 self._unchecked_inputs(ref, key, folder)
                 if self.config.compile_baseline:  # in the reference's background: a first verify need not wait
                     ref.call("compile_reference", key=key, background=True)
+                self._mark_ahead("compile_started")
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
             self._baselining = threading.Thread(
@@ -165,6 +172,9 @@ class LocalEvaluator:
             self._baselining.start()
         except Exception as exc:  # the stages start what is missing and report their own errors
             self.ahead_error = f"{type(exc).__name__}: {exc}"
+
+    def _mark_ahead(self, step: str) -> None:
+        self.ahead_marks[step] = round(time.monotonic() - self._ahead_start, 3)
 
     def _prepare_header(self) -> None:
         """Builds the binding headers' precompiled header (once per toolchain, about 20 s on a fresh cache)
@@ -569,6 +579,8 @@ class LocalEvaluator:
         if self.config.compile_baseline:
             # nothing is timed beside a compile: its code generation would stretch the timed calls
             self._await_reference_compile(ref, task)
+            if threading.current_thread() is self._baselining:
+                self._mark_ahead("compile_done")
             ref.call("compile_reference", key=key)  # a compile's first call generates code: never timed
         self.pool.join_reapers()  # a used candidate still tearing down its CUDA context would disturb the timing
         with self._timing_slot("baselines"):
@@ -599,6 +611,7 @@ class LocalEvaluator:
         set ``key`` when done."""
         try:
             self.baselines(key, ref=ref, task=task)
+            self._mark_ahead("baselines_timed")
         except Exception as exc:  # the profile times what is missing and reports its own errors
             if not self._closing and self.task is task:
                 self.ahead_error = f"baselines: {type(exc).__name__}: {exc}"

@@ -157,6 +157,9 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
         assert not evaluator.ahead_error, evaluator.ahead_error
         cached = evaluator._cached_baselines()
         assert cached is not None and cached["eager_ms"] > 0 and cached["compile_ms"] > 0
+        marks = evaluator.ahead_marks  # the preparation's timeline, in the order its steps happen
+        steps = ["reference_loaded", "compile_started", "compile_done", "baselines_timed"]
+        assert list(marks) == steps and sorted(marks.values()) == [marks[s] for s in steps]
         write_all(env, solution_files(env.task, "cpu"))
         obs, _, _, _, info = env.step(tool_call("profile"))
         assert info["status"] == "ok", obs

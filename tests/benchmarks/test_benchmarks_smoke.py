@@ -47,6 +47,9 @@ def test_step_latency_runs_naive_and_cudagym_cycles(tmp_path: Path, cache_dir: P
     assert warm["status"] == ["ok", "ok", "ok"] and warm["profile"]["candidate_ms"] > 0
     assert {"verify", "profile"} <= set(warm["phases"])  # where each stage's seconds went
     assert "timing" in dict(warm["phases"]["profile"]) and "    profile phases: " in stdout
+    # on cpu nothing is prepared ahead by default: the first cycle says so
+    assert report["cycles"]["cudagym first"][0]["ahead_marks"] == {}
+    assert "    preparation ahead done at (s): nothing prepared" in stdout
 
 
 def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: Path) -> None:
