@@ -622,11 +622,12 @@ class LocalEvaluator:
                 except RuntimeError as exc:
                     self.ahead_error = f"baselines: dropping their inputs: {exc}"
 
-    def _await_baselines_ahead(self) -> None:
-        """Waits for the baselines being timed ahead (a profile would otherwise time them a second time)."""
+    def _await_baselines_ahead(self, deadline: float) -> None:
+        """Waits for the baselines being timed ahead (a profile would otherwise time them a second time), until
+        ``deadline`` at most: past it the profile goes on and times whatever is still missing itself."""
         thread = self._baselining
         if thread is not None and thread is not threading.current_thread():
-            thread.join()
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
         """Times ModelNew, then re-checks it on fresh inputs written into the buffers it was timed on, and
@@ -645,7 +646,7 @@ class LocalEvaluator:
             phases.mark("prechecks")
             ref = self.reference()
             phases.mark("reference")
-            self._await_baselines_ahead()
+            self._await_baselines_ahead(deadline)
             phases.mark("baselines_ahead")
             # quiet device while timing: no successor starts (CUDA init) and no used candidate is still dying
             child = self.pool.start(self._base_job(workspace, compiled, folder, "profile"), refill=False)
