@@ -252,9 +252,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             level = run_level(n, tasks, options, args.fixed_task)
             level["slots"] = slot_stats(read_journal(journal), level["start"], level["end"])
             levels.append(level)
+            fixed = ", ".join(f"{x:.3f}" for x in level["fixed_speedups"]) or "none"
             print(
                 f"[{n} envs] {level['cycles']} cycles in {level['wall_s']:.1f} s = "
-                f"{level['cycles_per_hour']:.0f}/h; failed {level['failed_cycles']}; errors {len(level['errors'])}",
+                f"{level['cycles_per_hour']:.0f}/h; failed {level['failed_cycles']}; errors {len(level['errors'])}; "
+                f"fixed-kernel speedups {fixed}",  # here too: a run cut short still shows the levels it finished
                 flush=True,
             )
             for error in level["errors"]:

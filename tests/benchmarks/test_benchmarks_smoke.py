@@ -61,6 +61,7 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
         *("--json", str(out)),
     )
     assert "| envs | full cycles | wall s | cycles/hour |" in stdout
+    assert "fixed-kernel speedups " in stdout.split("[1 envs]", 1)[1].splitlines()[0]  # each level's line has them
     report = json.loads(out.read_text())
     assert [lv["envs"] for lv in report["levels"]] == [1, 2]
     for level in report["levels"]:
