@@ -92,7 +92,9 @@ def test_no_baseline_is_timed_while_a_background_compile_runs(cache_dir: Path) -
             assert not ref.call("compile_done")["done"]  # code generation takes seconds
             timing = dataclasses.asdict(FAST_TIMING)
             assert ref.call("baseline", key="ahead", mode="eager", timing=timing)["median_ms"] > 0
-            assert ref.call("compile_done")["done"]  # the eager timing waited for the compile to end
+            done = ref.call("compile_done")
+            assert done["done"]  # the eager timing waited for the compile to end
+            assert done["threads"] == 1  # compiled in the process, no pool of compile workers
             assert ref.call("held")["keys"] == ["ahead"]
     finally:
         ref.close()
