@@ -28,9 +28,9 @@ from cudagym.tasks import load
 
 def record_timings(evaluator: Any) -> list[list[float]]:
     """The per-repetition times of every candidate timing ``evaluator`` runs from now on, in call order."""
-    calls: list[list[float]] = []
     if getattr(evaluator, "_recorded_timings", None) is not None:
         return evaluator._recorded_timings
+    calls: list[list[float]] = []
     original = evaluator._time_candidate
 
     def recording(*args: Any, **kwargs: Any) -> Any:

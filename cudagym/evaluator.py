@@ -573,26 +573,28 @@ class LocalEvaluator:
         task = task or self.task
         data = self._cached_baselines(task)
         if data is not None:
-            return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
+            return self._from_cache(data)
         timing = dataclasses.asdict(self.config.timing)
         ref = ref or self.reference()
         if self.config.compile_baseline:
             # nothing is timed beside a compile: its code generation would stretch the timed calls
             self._await_reference_compile(ref, task)
-            if threading.current_thread() is self._baselining:
-                self._mark_ahead("compile_done")
             ref.call("compile_reference", key=key)  # a compile's first call generates code: never timed
         self.pool.join_reapers()  # a used candidate still tearing down its CUDA context would disturb the timing
         with self._timing_slot("baselines"):
             data = self._cached_baselines(task)  # another environment of this task may have timed them meanwhile
             if data is not None:
-                return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
+                return self._from_cache(data)
             eager = ref.call("baseline", key=key, mode="eager", timing=timing)["median_ms"]
             compiled = None
             if self.config.compile_baseline:
                 compiled = ref.call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
         self.baseline_cache.write(task, eager, compiled)
         return eager, compiled, False
+
+    def _from_cache(self, data: dict[str, Any]) -> tuple[float, float | None, bool]:
+        """``baselines``' answer from a cache record."""
+        return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
 
     def _await_reference_compile(self, ref: ReferenceProcess, task: Task) -> None:
         """Waits, without holding the reference process, until a torch.compile it runs in the background is
@@ -610,6 +612,9 @@ class LocalEvaluator:
         that a first profile that comes later finds them cached instead of timing them itself. Drops the input
         set ``key`` when done."""
         try:
+            if self.config.compile_baseline:
+                self._await_reference_compile(ref, task)
+                self._mark_ahead("compile_done")
             self.baselines(key, ref=ref, task=task)
             self._mark_ahead("baselines_timed")
         except Exception as exc:  # the profile times what is missing and reports its own errors

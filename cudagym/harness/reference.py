@@ -303,11 +303,11 @@ class ReferenceServer:
 
         # set in the thread that compiles: torch's config overrides are per thread
         torch._inductor.config.compile_threads = INDUCTOR_COMPILE_THREADS
-        self.compile_threads = torch._inductor.config.compile_threads
         torch._dynamo.reset()
         compiled = torch.compile(self.model)
         self._run_compiled(inputs, compiled)
         self.compiled = compiled
+        self.compile_threads = torch._inductor.config.compile_threads  # as the inductor left it after compiling
 
     def _compile_in_background(self, inputs: list[Any]) -> None:
         try:
