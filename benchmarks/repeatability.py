@@ -26,17 +26,19 @@ from cudagym.evaluator import EvalConfig
 from cudagym.tasks import load
 
 
-def record_timings(evaluator: Any) -> list[list[float]]:
-    """The per-repetition times of every candidate timing ``evaluator`` runs from now on, in call order."""
+def record_timings(evaluator: Any) -> list[dict[str, Any]]:
+    """Every candidate timing ``evaluator`` runs from now on, in call order: its per-repetition times and, on
+    CUDA, the medians of the call's own stream and of the host latency taken off (``timing.CudaRepetition``)."""
     if getattr(evaluator, "_recorded_timings", None) is not None:
         return evaluator._recorded_timings
-    calls: list[list[float]] = []
+    calls: list[dict[str, Any]] = []
     original = evaluator._time_candidate
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         timed, pair = original(*args, **kwargs)
-        calls.append(list(timed.get("times_ms", [])) if timed else [])
-        return timed, pair
+        timed = timed or {}
+        calls.append({k: timed.get(k) for k in ("stream_ms", "latency_ms")} | {"times_ms": timed.get("times_ms", [])})
+        return timed or None, pair
 
     evaluator._time_candidate = recording
     evaluator._recorded_timings = calls
@@ -114,8 +116,10 @@ def main() -> None:
                 "seconds": [r["seconds"] for r in runs],
                 "within_call_spread": [r.get("spread") for r in runs],  # (p75 - p25) / median inside each call
                 "phases": runs[-1]["phases"],
-                "times_ms": timings[first:],
-                "inside_call": [inside_call(t) for t in timings[first:]],
+                "times_ms": [c["times_ms"] for c in timings[first:]],
+                "stream_ms": [c["stream_ms"] for c in timings[first:]],
+                "latency_ms": [c["latency_ms"] for c in timings[first:]],
+                "inside_call": [inside_call(c["times_ms"]) for c in timings[first:]],
                 "speedup_eager": se,
                 "speedup_compile": sc,
                 "spread_eager": spread(se),
@@ -141,12 +145,19 @@ def main() -> None:
             f"{max(r['speedup_eager']):.3f} | {r['spread_eager']:.2%} | {min(r['speedup_compile']):.3f}-"
             f"{max(r['speedup_compile']):.3f} | {r['spread_compile']:.2%} |"
         )
-    print("\n| task | candidate ms per call | drift per call | slow per call |")
-    print("|---|---|---|---|")
+    print(
+        "\n| task | candidate ms per call | own stream ms | host latency taken off ms | drift per call | "
+        "slow per call |"
+    )
+    print("|---|---|---|---|---|---|")
     for r in table:
         calls = r["inside_call"]
         print(
             f"| {r['task']} | {', '.join(f'{t:.4g}' for t in r['candidate_ms'])} | "
+            + ", ".join("n/a" if t is None else f"{t:.4g}" for t in r["stream_ms"])
+            + " | "
+            + ", ".join("n/a" if t is None else f"{t:.3g}" for t in r["latency_ms"])
+            + " | "
             + ", ".join("n/a" if d is None else f"{d:.3f}" for d, _ in calls)
             + " | "
             + ", ".join("n/a" if s is None else f"{s:.0%}" for _, s in calls)

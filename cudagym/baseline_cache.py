@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from cudagym.backends import Backend
-from cudagym.harness.timing import TimingConfig
+from cudagym.harness.timing import METHOD_REVISION, TimingConfig
 from cudagym.tasks.task import Task
 
 
@@ -41,6 +41,7 @@ class BaselineCache:
                 self.torch_version,
                 self.backend.threads,
                 dataclasses.asdict(self.timing),
+                METHOD_REVISION,
             ],
             sort_keys=True,
         )

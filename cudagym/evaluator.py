@@ -19,9 +19,11 @@ import dataclasses
 import hashlib
 import secrets
 import shutil
+import subprocess
 import tempfile
 import threading
 import time
+import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,6 +33,7 @@ from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
 from cudagym.eval_config import EvalConfig, pairs_eager, prepares_ahead
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
+from cudagym.harness import hold
 from cudagym.harness.timing import TimingConfig
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
@@ -115,6 +118,8 @@ class LocalEvaluator:
         self._single_file_ok: set[str] = set()
         self._peak_bandwidth: float | None = None
         self._tampered: tuple[str, ...] = ()
+        self._timing: TimingConfig | None = None  # ``config.timing`` with the hold kernel (``timing``)
+        self._timing_lock = threading.Lock()
         self.pool = CandidatePool(
             backend, self.config.limits, self.config.prestart, self._child_env(), fork_server=self.config.fork_server
         )
@@ -152,6 +157,8 @@ class LocalEvaluator:
             self.ahead_marks, self._ahead_start = {}, time.monotonic()
             self.pool.fill()
             threading.Thread(target=self._prepare_header, name="cudagym-pch", daemon=True).start()
+            # the hold kernel's build (a second or two, once per cache): beside the reference, not in a timing slot
+            threading.Thread(target=lambda: self.timing, name="cudagym-hold", daemon=True).start()
             ref = self.reference()
             self._mark_ahead("reference_loaded")
             switched = self._closing or self.task is not task
@@ -554,6 +561,25 @@ class LocalEvaluator:
     # -- profile -----------------------------------------------------------------------------------
 
     @property
+    def timing(self) -> TimingConfig:
+        """The timing settings sent to the children: ``config.timing`` and, on the cuda backend, the kernel that
+        holds the GPU before each start event (``harness/hold.py``), built for this device once per cache
+        directory. Should the build fail, the start event is recorded on an idle GPU instead, with a warning and
+        a method string that says so."""
+        with self._timing_lock:
+            if self._timing is None:
+                timing = self.config.timing
+                if self.backend.is_cuda and timing.hold_us > 0 and not timing.hold_library:
+                    try:
+                        nvcc = self.builder.toolchain.nvcc or "nvcc"
+                        library = hold.build(self.cache_dir / "hold", self.backend.arch, nvcc=nvcc)
+                        timing = dataclasses.replace(timing, hold_library=str(library))
+                    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+                        warnings.warn(f"cudagym times without the GPU hold: {exc}", RuntimeWarning, stacklevel=2)
+                self._timing = timing
+            return self._timing
+
+    @property
     def baseline_cache(self) -> BaselineCache:
         return BaselineCache(self.cache_dir, self.backend, self.builder.toolchain.torch_version, self.config.timing)
 
@@ -574,7 +600,7 @@ class LocalEvaluator:
         data = self._cached_baselines(task)
         if data is not None:
             return self._from_cache(data)
-        timing = dataclasses.asdict(self.config.timing)
+        timing = dataclasses.asdict(self.timing)
         ref = ref or self.reference()
         if self.config.compile_baseline:
             # nothing is timed beside a compile: its code generation would stretch the timed calls
@@ -765,7 +791,7 @@ class LocalEvaluator:
         (None when it failed) and, with ``paired_eager``, the interleaved timing it came from. The candidate's
         per-kernel breakdown follows as its next message either way."""
         if not pairs_eager(self.config, self.backend):
-            child.send({"op": "time", "inputs": inputs, "timing": dataclasses.asdict(self.config.timing)})
+            child.send({"op": "time", "inputs": inputs, "timing": dataclasses.asdict(self.timing)})
             return self.pool.await_stage(child, "timed", deadline), None
         replies: list[dict[str, Any] | None] = []
 
@@ -780,7 +806,7 @@ class LocalEvaluator:
         def eager_round(timing: TimingConfig) -> list[float]:
             return ref.call("baseline", key="timing", mode="eager", timing=dataclasses.asdict(timing))["times_ms"]
 
-        pair = interleave(candidate_round, eager_round, self.config.timing, self.config.paired_rounds)
+        pair = interleave(candidate_round, eager_round, self.timing, self.config.paired_rounds)
         if pair is None:
             return None, None
         method = replies[-1]["method"].rsplit(" of ", 1)[0]

@@ -359,6 +359,8 @@ def time_model(
         reps=stats.reps,
         method=stats.method,
         times_ms=list(stats.times_ms),
+        stream_ms=stats.stream_ms,
+        latency_ms=stats.latency_ms,
     )
     if command.get("breakdown", True):  # an interleaved timing asks for it after its last round only
         channel.send(stage="kernels", kernels=kernel_breakdown(call, device), **watch.report())

@@ -350,6 +350,8 @@ class ReferenceServer:
             "reps": stats.reps,
             "method": stats.method,
             "times_ms": list(stats.times_ms),
+            "stream_ms": stats.stream_ms,
+            "latency_ms": stats.latency_ms,
         }
 
     def check_task(

@@ -1,7 +1,9 @@
 """One timing method for candidate, eager and torch.compile alike. Runs inside child processes.
 
-CPU: ``time.perf_counter`` around each call. CUDA: events around each call, bracketed by a full device
-synchronisation (so work on any stream counts), with the L2 cache flushed before every repetition.
+CPU: ``time.perf_counter`` around each call. CUDA: events around each call, with the L2 cache flushed before every
+repetition. The GPU is held busy before the start event (``hold.py``), so the host's path into the call is not
+timed; the end event follows a full device synchronisation, so work on every stream is, and the host's own
+return latency, measured right after by an empty synchronisation, is taken off again (``cuda_repetition``).
 Both: warm-up until a count and a time are both reached (on CUDA also until the calls' time has settled, within
 a limit), then repetitions until a count and a time budget are met; the statistic is the median.
 Kept free of cudagym imports so the child needs only torch.
@@ -15,6 +17,10 @@ import statistics
 import time
 from collections.abc import Callable
 from typing import Any
+
+# the way a repetition is measured, revised when it changes: baselines cached under another revision are not reused
+# (2: the GPU hold before the start event and the host's return latency taken off)
+METHOD_REVISION = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,6 +41,10 @@ class TimingConfig:
     budget_seconds: float = 1.0
     flush_l2: bool = True
     l2_flush_bytes: int = 256 * 1024 * 1024
+    # cuda: the GPU is held busy this long before each start event, with the kernel built at ``hold_library``
+    # (harness/hold.py; the evaluator builds it); 0 or no library: the start event is recorded on an idle GPU
+    hold_us: float = 100.0
+    hold_library: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -48,6 +58,10 @@ class TimingStats:
     reps: int
     method: str
     times_ms: tuple[float, ...] = ()  # every repetition, in order (interleaved timing merges rounds from them)
+    # cuda: medians of the call's own stream alone (start to an event recorded as the call returns, a floor that
+    # misses other streams) and of the host's return latency taken off each repetition
+    stream_ms: float | None = None
+    latency_ms: float | None = None
 
     @property
     def spread(self) -> float:
@@ -62,7 +76,9 @@ def _quantile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
-def summarize(times_ms: list[float], method: str) -> TimingStats:
+def summarize(
+    times_ms: list[float], method: str, stream_ms: list[float] | None = None, latency_ms: list[float] | None = None
+) -> TimingStats:
     return TimingStats(
         median_ms=statistics.median(times_ms),
         p25_ms=_quantile(times_ms, 0.25),
@@ -71,6 +87,8 @@ def summarize(times_ms: list[float], method: str) -> TimingStats:
         reps=len(times_ms),
         method=method,
         times_ms=tuple(times_ms),
+        stream_ms=statistics.median(stream_ms) if stream_ms else None,
+        latency_ms=statistics.median(latency_ms) if latency_ms else None,
     )
 
 
@@ -116,6 +134,69 @@ def time_callable(
             gc.enable()
 
 
+def net_time(own_ms: float, full_ms: float, latency_ms: float) -> float:
+    """A CUDA repetition's time: the full interval (all streams, and the host's return) less the host's return
+    latency, but never less than the call's own stream took."""
+    return max(own_ms, full_ms - latency_ms)
+
+
+class CudaRepetition:
+    """One timed CUDA repetition, measured from five events:
+
+    ``hold`` (optional) | start | call | own-stream end | device synchronisation | end | probe-start |
+    device synchronisation | probe-end
+
+    The full interval (start to end) holds all the call's work on every stream, and the host's latency in
+    noticing that the device is done and recording the end event; the probe measures that latency once more
+    on an empty device, in the same moment of the host. A repetition's time is the full interval less the probe,
+    never less than the call's own stream: work the call leaves running on another stream still counts (it
+    lengthens the full interval and not the probe), while the host's latency, tens of microseconds that vary with
+    the host's state, does not."""
+
+    def __init__(self, device: str, hold: Any = None, hold_us: float = 0.0) -> None:
+        import torch
+
+        self.torch, self.device, self.hold, self.hold_us = torch, device, hold, hold_us
+        self.events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
+
+    def __call__(self, fn: Callable[[], Any]) -> tuple[float, float, float]:
+        """Runs ``fn`` once (the caller has flushed and synchronised); returns (time, own stream, latency) in ms."""
+        start, own_end, end, probe_start, probe_end = self.events
+        sync = self.torch.cuda.synchronize
+        if self.hold is not None:
+            self.hold.launch(self.hold_us)
+        start.record()
+        fn()
+        own_end.record()
+        sync(self.device)  # all streams: work launched elsewhere is waited for
+        end.record()
+        probe_start.record()
+        sync(self.device)
+        probe_end.record()
+        probe_end.synchronize()
+        own = start.elapsed_time(own_end)
+        latency = probe_start.elapsed_time(probe_end)
+        return net_time(own, start.elapsed_time(end), latency), own, latency
+
+
+def load_hold(config: TimingConfig, device: str) -> Any:
+    """The hold kernel ``config`` names, loaded once per process (None when the hold is off)."""
+    if not config.hold_library or config.hold_us <= 0:
+        return None
+    key = (config.hold_library, device)
+    if key not in _HOLDS:
+        try:
+            from hold import GpuHold  # a sibling module: the children put the harness folder on sys.path
+        except ImportError:
+            from cudagym.harness.hold import GpuHold
+
+        _HOLDS[key] = GpuHold(config.hold_library, device)
+    return _HOLDS[key]
+
+
+_HOLDS: dict[tuple[str, str], Any] = {}
+
+
 def _time_callable(
     fn: Callable[[], Any], device: str, config: TimingConfig, before_each: Callable[[], None] | None
 ) -> TimingStats:
@@ -125,6 +206,7 @@ def _time_callable(
     flush_buffer = None
     if is_cuda and config.flush_l2:
         flush_buffer = torch.empty(config.l2_flush_bytes // 4, dtype=torch.int32, device=device)
+    repetition = CudaRepetition(device, load_hold(config, device), config.hold_us) if is_cuda else None
 
     def prepare() -> None:
         if before_each is not None:
@@ -136,33 +218,33 @@ def _time_callable(
 
     def once() -> float:
         prepare()
+        if repetition is not None:
+            return repetition(fn)[0] / 1e3
         t0 = time.perf_counter()
         fn()
-        if is_cuda:
-            torch.cuda.synchronize(device)
         return time.perf_counter() - t0
 
     warm_up(once, config, until_settled=is_cuda)
 
     times: list[float] = []
+    own: list[float] = []
+    latency: list[float] = []
     start_all = time.perf_counter()
-    if is_cuda:
-        start_evt = torch.cuda.Event(enable_timing=True)
-        end_evt = torch.cuda.Event(enable_timing=True)
     while len(times) < config.max_reps:
         prepare()
-        if is_cuda:
-            start_evt.record()
-            fn()
-            torch.cuda.synchronize(device)  # all streams: work launched elsewhere is waited for
-            end_evt.record()
-            end_evt.synchronize()
-            times.append(start_evt.elapsed_time(end_evt))
+        if repetition is not None:
+            timed, own_ms, latency_ms = repetition(fn)
+            times.append(timed)
+            own.append(own_ms)
+            latency.append(latency_ms)
         else:
             t0 = time.perf_counter()
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
         if len(times) >= config.min_reps and time.perf_counter() - start_all >= config.budget_seconds:
             break
-    method = "cuda events around a full device sync, L2 flushed, median" if is_cuda else "perf_counter per call, median"
-    return summarize(times, f"{method} of {len(times)}")
+    if not is_cuda:
+        return summarize(times, f"perf_counter per call, median of {len(times)}")
+    held = f"GPU held {config.hold_us:g} us before the start, " if repetition and repetition.hold else ""
+    method = f"cuda events, {held}full device sync before the end less the host's return latency, L2 flushed"
+    return summarize(times, f"{method}, median of {len(times)}", own, latency)

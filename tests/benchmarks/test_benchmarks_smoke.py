@@ -82,9 +82,27 @@ def test_repeatability_profiles_one_solution_repeatedly_by_the_chosen_transport(
     )
     assert "| task | median candidate ms | speedup vs eager (min-max) | spread |" in stdout
     assert "inputs by file transport; 0.1 s between calls" in stdout
-    assert "| task | candidate ms per call | drift per call | slow per call |" in stdout
+    assert "| task | candidate ms per call | own stream ms | host latency taken off ms | drift per call |" in stdout
     rows = json.loads(out.read_text())["rows"]
     assert [r["task"] for r in rows] == ["builtin/relu"] and len(rows[0]["candidate_ms"]) == 2
     times = rows[0]["times_ms"]  # every repetition of both calls, whose median is the call's time
     assert [statistics.median(t) for t in times] == pytest.approx(rows[0]["candidate_ms"])
     assert all(drift > 0 and 0 <= slow <= 1 for drift, slow in rows[0]["inside_call"])
+    assert rows[0]["stream_ms"] == [None, None]  # cuda only
+
+
+def test_host_load_times_under_each_load_and_stops_the_load(tmp_path: Path) -> None:
+    out = tmp_path / "host_load.json"
+    stdout = run_benchmark(
+        "host_load.py",
+        *("--loads", "quiet,memory+pin", "--calls", "2", "--sizes", "10000", "--json", str(out)),
+        timeout=300,
+    )
+    assert "| load | floats | host path us | sync ms (spread) |" in stdout
+    report = json.loads(out.read_text())
+    assert report["ways"] == ["sync"]  # no GPU here: the CPU times one way
+    assert set(report["loads"]) == {"quiet", "memory+pin"}
+    medians = report["loads"]["memory+pin"]["10000"]["medians"]["sync"]
+    assert len(medians) == 2 and all(m > 0 for m in medians)
+    stray = subprocess.run(["pgrep", "-f", "np.copyto"], capture_output=True, text=True)
+    assert stray.stdout.strip() == "", "the load processes outlived the benchmark"

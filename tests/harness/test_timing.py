@@ -1,11 +1,20 @@
-"""The one timing method (cudagym/harness/timing.py): its warm-up, and the garbage collector kept out."""
+"""The one timing method (cudagym/harness/timing.py): its warm-up, the garbage collector kept out, and the
+CUDA repetition's arithmetic (the GPU part is in tests/gpu/test_gpu_timing.py)."""
 
 from __future__ import annotations
 
 import gc
 import time
+from pathlib import Path
 
-from cudagym.harness.timing import TimingConfig, settled, time_callable, warm_up
+import pytest
+
+from cudagym import baseline_cache
+from cudagym.backends import resolve_backend
+from cudagym.baseline_cache import BaselineCache
+from cudagym.harness import timing
+from cudagym.harness.timing import TimingConfig, load_hold, net_time, settled, time_callable, warm_up
+from cudagym.tasks import load
 
 
 def test_settled_compares_the_last_window_with_the_one_before() -> None:
@@ -55,3 +64,23 @@ def test_the_garbage_collector_is_off_while_timing_and_restored_after() -> None:
         assert not gc.isenabled()  # a caller that had it off keeps it off
     finally:
         gc.enable()
+
+
+def test_a_cuda_repetition_takes_the_host_latency_off_but_never_below_its_own_stream() -> None:
+    assert net_time(own_ms=0.010, full_ms=0.024, latency_ms=0.012) == 0.012  # 2 us of the tail stay: not the host's
+    assert net_time(own_ms=0.010, full_ms=0.020, latency_ms=0.015) == 0.010  # a slow probe cannot go below own
+    # a call that leaves 3 ms of work on another stream: its own stream says 0.01 ms, the full interval counts it
+    assert net_time(own_ms=0.010, full_ms=3.025, latency_ms=0.012) == 3.013
+
+
+def test_the_hold_is_off_without_its_library_and_the_method_is_revised_in_the_baselines_key(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    assert load_hold(TimingConfig(), "cuda") is None  # the evaluator fills hold_library in
+    assert load_hold(TimingConfig(hold_us=0, hold_library="/nonexistent.so"), "cuda") is None
+    assert TimingConfig().hold_us > 0  # on by default wherever the library is built
+    task = load("builtin")[0]
+    cache = BaselineCache(tmp_path, resolve_backend("cpu"), "2.13.0", TimingConfig())
+    key = cache.key(task)
+    monkeypatch.setattr(baseline_cache, "METHOD_REVISION", timing.METHOD_REVISION + 1)
+    assert cache.key(task) != key  # baselines timed the old way are not reused
