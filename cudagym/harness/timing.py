@@ -19,8 +19,10 @@ from collections.abc import Callable
 from typing import Any
 
 # the way a repetition is measured, revised when it changes: baselines cached under another revision are not reused
-# (2: the GPU hold before the start event and the host's return latency taken off)
-METHOD_REVISION = 2
+# (2: the GPU hold before the start event and the host's return latency taken off; 3: probed after a GPU wait;
+# 4: the host polls the call's stream before the device synchronisation; 5: as 2, since 3 and 4 spread wider on
+# the H200, docs/benchmarks.md)
+METHOD_REVISION = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -148,10 +150,11 @@ class CudaRepetition:
 
     The full interval (start to end) holds all the call's work on every stream, and the host's latency in
     noticing that the device is done and recording the end event; the probe measures that latency once more
-    on an empty device, in the same moment of the host. A repetition's time is the full interval less the probe,
+    on an idle device, in the same moment of the host. A repetition's time is the full interval less the probe,
     never less than the call's own stream: work the call leaves running on another stream still counts (it
     lengthens the full interval and not the probe), while the host's latency, tens of microseconds that vary with
-    the host's state, does not."""
+    the host's state, does not. (Two other probes spread wider on the H200: after a short GPU wait, and with the
+    host polling the call's stream before synchronising; docs/benchmarks.md, seventh session.)"""
 
     def __init__(self, device: str, hold: Any = None, hold_us: float = 0.0) -> None:
         import torch
