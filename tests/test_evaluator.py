@@ -1,10 +1,12 @@
 """The local evaluator's preparation ahead: the reference process loaded and the reference's torch.compile
-built in the background, following the env's task when it changes mid-way, and stopped by close()."""
+built in the background, following the env's task when it changes mid-way, and stopped by close(); the timing
+settings it sends its children (the GPU hold's library)."""
 
 from __future__ import annotations
 
 import dataclasses
 import secrets
+import shutil
 import threading
 import time
 from pathlib import Path
@@ -172,3 +174,23 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
         assert not any(key.startswith("ahead-") for key in evaluator.reference().call("held")["keys"])
     finally:
         env.close()
+
+
+def _timing_of(backend_is_cuda: bool, nvcc: str, cache_dir: Path) -> object:
+    """``LocalEvaluator.timing`` read on a stand-in that has just what the property uses (a real evaluator on a
+    cuda backend needs a GPU)."""
+    stand_in = type("StandIn", (), {})()
+    stand_in.backend = type("B", (), {"is_cuda": backend_is_cuda, "arch": "sm_90"})()
+    stand_in.builder = type("Bu", (), {"toolchain": type("T", (), {"nvcc": nvcc})()})()
+    stand_in.config, stand_in.cache_dir = EvalConfig(), cache_dir
+    stand_in._timing, stand_in._timing_lock = None, threading.Lock()
+    return LocalEvaluator.timing.fget(stand_in)  # type: ignore[attr-defined]
+
+
+@pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+def test_the_timing_holds_the_gpu_on_cuda_and_says_so_when_the_hold_cannot_be_built(tmp_path: Path) -> None:
+    timing = _timing_of(True, shutil.which("nvcc") or "nvcc", tmp_path)
+    assert Path(timing.hold_library).is_file() and timing.hold_library.startswith(str(tmp_path / "hold"))
+    assert _timing_of(False, "nvcc", tmp_path).hold_library == ""  # cpu: nothing to hold
+    with pytest.warns(RuntimeWarning, match="without the GPU hold"):
+        assert _timing_of(True, str(tmp_path / "no-nvcc"), tmp_path / "other").hold_library == ""
