@@ -148,13 +148,6 @@ def host_load(load: str, compilers: int, workdir: Path, pin: bool) -> Iterator[N
             proc.wait()
 
 
-def build_hold(folder: Path, arch: str) -> str:
-    sys.path.insert(0, str(HARNESS))
-    import hold
-
-    return str(hold.build(folder, arch))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--loads", default="quiet,cpu,cpu+pin,memory,compile,compile+pin")
@@ -169,12 +162,14 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
+    from cudagym.harness import hold
+
     cuda = torch.cuda.is_available()
     ways = [w for w in args.ways.split(",") if w] if cuda else ["sync"]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     report: dict[str, object] = {"hold_us": args.hold_us, "ways": ways, "loads": {}}
     with tempfile.TemporaryDirectory(prefix="cudagym-hostload-") as tmp:
-        library = build_hold(Path(tmp), args.arch) if cuda and ways != ["sync"] else ""
+        library = str(hold.build(Path(tmp), args.arch)) if cuda and ways != ["sync"] else ""
         for load in [x for x in args.loads.split(",") if x]:
             name, _, pin = load.partition("+")
             spec = {

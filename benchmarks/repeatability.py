@@ -36,9 +36,15 @@ def record_timings(evaluator: Any) -> list[dict[str, Any]]:
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         timed, pair = original(*args, **kwargs)
-        timed = timed or {}
-        calls.append({k: timed.get(k) for k in ("stream_ms", "latency_ms")} | {"times_ms": timed.get("times_ms", [])})
-        return timed or None, pair
+        got = timed or {}
+        calls.append(
+            {
+                "times_ms": got.get("times_ms", []),
+                "stream_ms": got.get("stream_ms"),
+                "latency_ms": got.get("latency_ms"),
+            }
+        )
+        return timed, pair
 
     evaluator._time_candidate = recording
     evaluator._recorded_timings = calls

@@ -6,7 +6,7 @@ launch), which a busy host stretches by tens of microseconds (docs/benchmarks.md
 kernel just before the start event keeps the GPU busy while the host records the event and enqueues the call, so
 the call's first kernel is already queued when the start event fires.
 
-It takes every thread slot of every SM (``blocks_per_sm`` blocks of ``threads`` threads each), so no kernel of
+It takes every thread slot of every SM (``GpuHold.blocks`` blocks of ``GpuHold.threads`` threads), so no kernel of
 another stream can run beside it: work a call launches on a side stream waits for it as the call's own stream
 does, and is timed. Copy engines are not SMs: an asynchronous copy on a side stream can overlap it, for at most
 the hold's length.

@@ -3,7 +3,7 @@
 CPU: ``time.perf_counter`` around each call. CUDA: events around each call, with the L2 cache flushed before every
 repetition. The GPU is held busy before the start event (``hold.py``), so the host's path into the call is not
 timed; the end event follows a full device synchronisation, so work on every stream is, and the host's own
-return latency, measured right after by an empty synchronisation, is taken off again (``cuda_repetition``).
+return latency, measured right after by an empty synchronisation, is taken off again (``CudaRepetition``).
 Both: warm-up until a count and a time are both reached (on CUDA also until the calls' time has settled, within
 a limit), then repetitions until a count and a time budget are met; the statistic is the median.
 Kept free of cudagym imports so the child needs only torch.
@@ -182,6 +182,9 @@ class CudaRepetition:
         return net_time(own, start.elapsed_time(end), latency), own, latency
 
 
+_HOLDS: dict[tuple[str, str], Any] = {}  # the hold kernels this process loaded, by (library, device)
+
+
 def load_hold(config: TimingConfig, device: str) -> Any:
     """The hold kernel ``config`` names, loaded once per process (None when the hold is off)."""
     if not config.hold_library or config.hold_us <= 0:
@@ -195,9 +198,6 @@ def load_hold(config: TimingConfig, device: str) -> Any:
 
         _HOLDS[key] = GpuHold(config.hold_library, device)
     return _HOLDS[key]
-
-
-_HOLDS: dict[tuple[str, str], Any] = {}
 
 
 def _time_callable(
