@@ -4,10 +4,14 @@ backend-dependent defaults its ``"auto"`` values stand for."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import warnings
+from pathlib import Path
 from typing import Literal
 
 from cudagym.backends import Backend
 from cudagym.build import BuildOptions
+from cudagym.harness import hold
 from cudagym.harness.timing import TimingConfig
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.sandbox import ChildLimits
@@ -37,6 +41,10 @@ class EvalConfig:
     # would take cores from the agent's compiles)
     prepare_ahead: bool | Literal["auto"] = "auto"
     compile_baseline: bool = True  # time torch.compile too; off: no tier 3 (as where torch.compile is unavailable)
+    # the reference process imports dynamo and the inductor from its start, beside the task's loading, so that
+    # the torch.compile baseline (a cold cycle's critical path) is built sooner; "auto": when preparing ahead
+    # with the compile baseline (off on cpu, where the import would take a core from the agent's compiles)
+    preload_compiler: bool | Literal["auto"] = "auto"
     # time eager interleaved with the candidate inside its timing slot, on its inputs, in ``paired_rounds``
     # alternating rounds, and take the speedups from the pair (torch.compile's cached time scaled by the same
     # drift; cudagym/paired_timing.py). Off by default: on the H200 it did not narrow the spread of five profiles
@@ -74,3 +82,25 @@ def pairs_eager(config: EvalConfig, backend: Backend) -> bool:
 def prepares_ahead(config: EvalConfig, backend: Backend) -> bool:
     """Whether evaluators of ``config`` prepare each task in the background (``EvalConfig.prepare_ahead``)."""
     return config.prepare_ahead is True or (config.prepare_ahead == "auto" and backend.is_cuda)
+
+
+def preloads_compiler(config: EvalConfig, backend: Backend) -> bool:
+    """Whether reference processes import torch.compile's modules from their start (``EvalConfig.preload_compiler``)."""
+    if not config.compile_baseline:
+        return False
+    return config.preload_compiler is True or (config.preload_compiler == "auto" and prepares_ahead(config, backend))
+
+
+def resolve_timing(timing: TimingConfig, backend: Backend, cache_dir: Path, nvcc: str | None) -> TimingConfig:
+    """The timing settings sent to the children that time: ``timing`` and, on the cuda backend, the kernel that
+    holds the GPU before each start event (``harness/hold.py``), built with ``nvcc`` for this device once per
+    cache directory. Should the build fail, the start event is recorded on an idle GPU instead, with a
+    RuntimeWarning and a method string that says so. The evaluator and the task checks both time this way."""
+    if not backend.is_cuda or timing.hold_us <= 0 or timing.hold_library:
+        return timing
+    try:
+        library = hold.build(cache_dir / "hold", backend.arch, nvcc=nvcc or "nvcc")
+    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
+        warnings.warn(f"cudagym times without the GPU hold: {exc}", RuntimeWarning, stacklevel=2)
+        return timing
+    return dataclasses.replace(timing, hold_library=str(library))

@@ -19,11 +19,9 @@ import dataclasses
 import hashlib
 import secrets
 import shutil
-import subprocess
 import tempfile
 import threading
 import time
-import warnings
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -31,9 +29,9 @@ from cudagym.backends import Backend
 from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
-from cudagym.eval_config import EvalConfig, pairs_eager, prepares_ahead
+from cudagym.eval_config import EvalConfig, pairs_eager, preloads_compiler, prepares_ahead, resolve_timing
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
-from cudagym.harness import hold
+from cudagym.harness.common import WARMUP_SLOT_ENV
 from cudagym.harness.timing import TimingConfig
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
@@ -169,7 +167,8 @@ class LocalEvaluator:
             try:
                 self._unchecked_inputs(ref, key, folder)
                 if self.config.compile_baseline:  # in the reference's background: a first verify need not wait
-                    ref.call("compile_reference", key=key, background=True)
+                    slot = warmup_slot_env(self.backend, self.cache_dir).get(WARMUP_SLOT_ENV, "")
+                    ref.call("compile_reference", key=key, background=True, slot=slot)
                 self._mark_ahead("compile_started")
             finally:
                 shutil.rmtree(folder, ignore_errors=True)
@@ -312,7 +311,8 @@ class LocalEvaluator:
         if self._reference is None or not self._reference.alive:
             if self._reference is not None:
                 self._reference.close()
-            self._reference = ReferenceProcess(self.backend, self.config)
+            preload = preloads_compiler(self.config, self.backend)
+            self._reference = ReferenceProcess(self.backend, self.config, preload_compiler=preload)
             self._loaded_task = None
         if self._loaded_task != task.id:
             reply = self._reference.call(
@@ -562,21 +562,12 @@ class LocalEvaluator:
 
     @property
     def timing(self) -> TimingConfig:
-        """The timing settings sent to the children: ``config.timing`` and, on the cuda backend, the kernel that
-        holds the GPU before each start event (``harness/hold.py``), built for this device once per cache
-        directory. Should the build fail, the start event is recorded on an idle GPU instead, with a warning and
-        a method string that says so."""
+        """The timing settings sent to the children (``eval_config.resolve_timing``: ``config.timing`` with the
+        kernel that holds the GPU before each start event on cuda), resolved once."""
         with self._timing_lock:
             if self._timing is None:
-                timing = self.config.timing
-                if self.backend.is_cuda and timing.hold_us > 0 and not timing.hold_library:
-                    try:
-                        nvcc = self.builder.toolchain.nvcc or "nvcc"
-                        library = hold.build(self.cache_dir / "hold", self.backend.arch, nvcc=nvcc)
-                        timing = dataclasses.replace(timing, hold_library=str(library))
-                    except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-                        warnings.warn(f"cudagym times without the GPU hold: {exc}", RuntimeWarning, stacklevel=2)
-                self._timing = timing
+                nvcc = self.builder.toolchain.nvcc
+                self._timing = resolve_timing(self.config.timing, self.backend, self.cache_dir, nvcc)
             return self._timing
 
     @property
@@ -622,16 +613,18 @@ class LocalEvaluator:
         """``baselines``' answer from a cache record."""
         return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
 
-    def _await_reference_compile(self, ref: ReferenceProcess, task: Task) -> None:
+    def _await_reference_compile(self, ref: ReferenceProcess, task: Task) -> dict[str, Any]:
         """Waits, without holding the reference process, until a torch.compile it runs in the background is
-        done (other threads' checks are served meanwhile); raises when the task changed or the evaluator closes."""
+        done (other threads' checks are served meanwhile), and returns its ``compile_done`` reply; raises when
+        the task changed or the evaluator closes."""
         deadline = time.monotonic() + self.config.reference_timeout
-        while not ref.call("compile_done")["done"]:
+        while not (state := ref.call("compile_done"))["done"]:
             if self._closing or self.task is not task:
                 raise RuntimeError("the task changed or the evaluator closed while torch.compile ran")
             if time.monotonic() > deadline:
                 raise RuntimeError(f"the reference's torch.compile took more than {self.config.reference_timeout:g} s")
             time.sleep(COMPILE_POLL_S)
+        return state
 
     def _time_baselines_ahead(self, ref: ReferenceProcess, task: Task, key: str) -> None:
         """The baselines of ``task`` timed ahead, as soon as the reference's background compile is done, so
@@ -639,8 +632,12 @@ class LocalEvaluator:
         set ``key`` when done."""
         try:
             if self.config.compile_baseline:
-                self._await_reference_compile(ref, task)
-                self._mark_ahead("compile_done")
+                seconds = self._await_reference_compile(ref, task).get("seconds") or {}
+                done = time.monotonic() - self._ahead_start
+                if "build" in seconds:  # when its imports were there: then came the device's slot and the build
+                    after_imports = seconds["build"] + seconds.get("slot", 0.0)
+                    self.ahead_marks["compiler_imported"] = round(done - after_imports, 3)
+                self.ahead_marks["compile_done"] = round(done, 3)
             self.baselines(key, ref=ref, task=task)
             self._mark_ahead("baselines_timed")
         except Exception as exc:  # the profile times what is missing and reports its own errors
@@ -652,6 +649,23 @@ class LocalEvaluator:
                     ref.call("drop", key=key)
                 except RuntimeError as exc:
                     self.ahead_error = f"baselines: dropping their inputs: {exc}"
+
+    def _profile_baselines(
+        self, ref: ReferenceProcess, folder: Path, deadline: float
+    ) -> tuple[float, float | None, bool]:
+        """A profile's baselines, asked for once its candidate is timed: those being timed ahead, waited for
+        outside any memory slot (a first profile's candidate is timed while the reference still compiles), or
+        else timed now on an input set of their own."""
+        self._await_baselines_ahead(deadline)
+        data = self._cached_baselines()
+        if data is not None:
+            return self._from_cache(data)
+        with self._memory_slot(deadline):
+            self._unchecked_inputs(ref, "baselines", folder)
+            try:
+                return self.baselines("baselines")
+            finally:
+                ref.call("drop", key="baselines")
 
     def _await_baselines_ahead(self, deadline: float) -> None:
         """Waits for the baselines being timed ahead (a profile would otherwise time them a second time), until
@@ -677,8 +691,6 @@ class LocalEvaluator:
             phases.mark("prechecks")
             ref = self.reference()
             phases.mark("reference")
-            self._await_baselines_ahead(deadline)
-            phases.mark("baselines_ahead")
             # quiet device while timing: no successor starts (CUDA init) and no used candidate is still dying
             child = self.pool.start(self._base_job(workspace, compiled, folder, "profile"), refill=False)
             self.pool.join_reapers()
@@ -688,21 +700,24 @@ class LocalEvaluator:
                 prepared = self._unchecked_inputs(ref, "timing", folder)
                 ready = self.pool.await_stage(child, "ready", deadline)
                 phases.mark("inputs_and_candidate_load")
-                ref.call("await_compile")  # a compile begun ahead runs the model on the device: not while timing
-                phases.mark("reference_compile")
+                # a compile begun ahead uses the device in the shared slot, which no timing overlaps; but on cpu it
+                # would take the cores the timed calls run on, and eager timed beside the candidate waits for it
+                if not self.backend.is_cuda or pairs_eager(self.config, self.backend):
+                    ref.call("await_compile")
+                    phases.mark("reference_compile")
                 if ready is not None:
                     measured = self._measure(child, ref, prepared["inputs"], folder, deadline, phases)
                 phases.mark("recheck")
                 finished, code = self.pool.finish(child, deadline)
                 phases.mark("candidate_exit")
                 status, message, sig = classify(child, finished, code, self.config.profile_timeout)
-                eager_ms, compile_ms, cached = self.baselines("timing")
-                phases.mark("baselines")
                 self.pool.fill()
                 ncu_text = self._ncu(workspace, compiled, folder) if ncu else ""
                 if ncu:
                     phases.mark("ncu")
                 ref.call("drop", key="timing")
+            eager_ms, compile_ms, cached = self._profile_baselines(ref, folder, deadline)
+            phases.mark("baselines")
         except RuntimeError as exc:
             return _harness_failure(ProfileResult, Stage.PROFILE, exc, start)
         finally:

@@ -17,9 +17,12 @@ if TYPE_CHECKING:
 
 class ReferenceProcess:
     """The trusted reference child: request/response over stdin and the private channel. Several threads may
-    call it (a stage and the baselines timed ahead); each call is one request and its reply, taken in turn."""
+    call it (a stage and the baselines timed ahead); each call is one request and its reply, taken in turn.
 
-    def __init__(self, backend: Backend, config: EvalConfig) -> None:
+    ``preload_compiler``: the process begins importing torch.compile's modules as soon as it starts, beside the
+    task's loading (``ReferenceServer.preload``); torch itself is always imported from the start."""
+
+    def __init__(self, backend: Backend, config: EvalConfig, *, preload_compiler: bool = False) -> None:
         limits = dataclasses.replace(config.limits, cpu_seconds=None)
         self.child = Child("reference", limits=limits, threads=backend.threads)
         self.timeout = config.reference_timeout
@@ -29,6 +32,7 @@ class ReferenceProcess:
             output = self.child.output.text()
             self.child.kill()
             raise RuntimeError(f"the reference process did not start: {output[-2000:]}")
+        self.call("preload", compiler=preload_compiler, device=backend.device)
 
     def call(self, command: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
         with self._lock:

@@ -22,7 +22,9 @@ from typing import Any
 
 from cudagym.backends import Backend, find_toolchain
 from cudagym.build import default_cache_dir
+from cudagym.eval_config import resolve_timing
 from cudagym.evaluator import EvalConfig, ReferenceProcess
+from cudagym.harness.timing import METHOD_REVISION
 from cudagym.tasks.task import Task, module_constants, rewrite_constants
 
 
@@ -92,6 +94,8 @@ def check_task(
 ) -> TaskCheck:
     """Runs the checks for one task; ``overrides`` rewrites size constants (e.g. to shrink KernelBench)."""
     config = config or EvalConfig()
+    folder = Path(cache_dir) if cache_dir else default_cache_dir()
+    timing = resolve_timing(config.timing, backend, folder, find_toolchain().nvcc)  # the evaluator's method
     own = reference is None
     try:
         ref = reference or ReferenceProcess(backend, config)
@@ -114,7 +118,7 @@ def check_task(
                 kinds=kinds,
                 atol=task.metadata.atol,
                 rtol=task.metadata.rtol,
-                timing=dataclasses.asdict(config.timing),
+                timing=dataclasses.asdict(timing),
             )["report"]
         finally:
             if own:
@@ -168,6 +172,7 @@ def _remember_eager(
         "torch": find_toolchain().torch_version,
         "overrides": dict(overrides),
         "eager_ms": eager_ms,
+        "timing_revision": METHOD_REVISION,
     }
     tmp = folder / f".{key}.{os.getpid()}.tmp"
     tmp.write_text(json.dumps(record))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import secrets
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -37,11 +40,11 @@ def get_init_inputs():
 """
 
 
-def _reference(source: str, cache_dir: Path) -> ReferenceProcess:
+def _reference(source: str, cache_dir: Path, *, preload_compiler: bool = False) -> ReferenceProcess:
     from cudagym.eval_config import EvalConfig
 
     backend = resolve_backend("cpu")
-    ref = ReferenceProcess(backend, EvalConfig())
+    ref = ReferenceProcess(backend, EvalConfig(), preload_compiler=preload_compiler)
     ref.call("load", source=source, device="cpu", dtype="float32", weight_seed=1, threads=backend.threads)
     return ref
 
@@ -96,5 +99,75 @@ def test_no_baseline_is_timed_while_a_background_compile_runs(cache_dir: Path) -
             assert done["done"]  # the eager timing waited for the compile to end
             assert done["threads"] == 1  # compiled in the process, no pool of compile workers
             assert ref.call("held")["keys"] == ["ahead"]
+    finally:
+        ref.close()
+
+
+# the reference server run in a plain interpreter: what the preload imports, and when
+PRELOAD_PROBE = """
+import os, sys
+import cudagym.harness
+sys.path.insert(0, os.path.dirname(cudagym.harness.__file__))
+from reference import ReferenceServer
+watched = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
+before = [name in sys.modules for name in watched]
+server = ReferenceServer(None)
+server.preload(compiler=sys.argv[1] == "compiler", device="cpu")
+server._await_preload()
+print(json.dumps({"before": before, "after": [name in sys.modules for name in watched]}))
+"""
+
+
+@pytest.mark.parametrize("compiler", [True, False])
+def test_the_preload_imports_torch_and_only_when_asked_the_compiler(compiler: bool) -> None:
+    probe = "import json\n" + PRELOAD_PROBE
+    argument = "compiler" if compiler else "torch"
+    done = subprocess.run([sys.executable, "-c", probe, argument], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["before"] == [False, False, False]  # the harness itself imports none of them
+    assert report["after"] == [True, compiler, compiler]
+
+
+def test_a_preloading_reference_loads_serves_and_compiles_and_says_where_the_compile_went(cache_dir: Path) -> None:
+    ref = _reference(load("builtin").get("builtin/relu").source_for("cpu"), cache_dir, preload_compiler=True)
+    try:  # ``load`` ran while the compiler was being imported
+        with tempfile.TemporaryDirectory() as folder:
+            _prepare(ref, "ahead", folder)
+            ref.call("compile_reference", key="ahead", background=True)
+            _prepare(ref, "check", folder)  # served while the background compile waits for the imports
+            ref.call("await_compile")
+            seconds = ref.call("compile_done")["seconds"]
+            assert set(seconds) == {"imports", "slot", "build"} and seconds["build"] > 0 and seconds["imports"] >= 0
+            assert ref.call("held")["keys"] == ["ahead", "check"]
+    finally:
+        ref.close()
+
+
+def test_a_background_compile_runs_the_model_only_in_the_devices_shared_slot(
+    cache_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cudagym.gpu_lock import LOCK_ENV, timing_slot, warmup_slot_env
+    from cudagym.harness.common import WARMUP_SLOT_ENV
+
+    monkeypatch.setenv(LOCK_ENV, "on")  # slots lock on the cpu backend too
+    backend = resolve_backend("cpu")
+    slot = warmup_slot_env(backend, tmp_path)[WARMUP_SLOT_ENV]
+    ref = _reference(load("builtin").get("builtin/relu").source_for("cpu"), cache_dir)
+    try:
+        with tempfile.TemporaryDirectory() as folder:
+            _prepare(ref, "ahead", folder)
+            with timing_slot(backend, tmp_path):  # a timing of another environment holds the device
+                ref.call("compile_reference", key="ahead", background=True, slot=slot)
+                deadline = time.monotonic() + 240
+                while (state := ref.call("compile_done"))["stage"] == "imports" and time.monotonic() < deadline:
+                    time.sleep(0.2)
+                assert state["stage"] == "slot"  # imported; its first call (trace, build, run) awaits the device
+                time.sleep(1.0)
+                assert ref.call("compile_done")["stage"] == "slot"
+                _prepare(ref, "check", folder)  # served meanwhile
+            ref.call("await_compile")  # the timing is over: the compile goes on
+            seconds = ref.call("compile_done")["seconds"]
+            assert seconds["slot"] >= 1.0 and seconds["build"] > 0
     finally:
         ref.close()

@@ -12,6 +12,7 @@ import json
 import math
 import sys
 import threading
+import time
 from typing import Any
 
 from common import (
@@ -22,6 +23,7 @@ from common import (
     seed_everything,
     synchronize,
     to_device,
+    warmup_slot,
 )
 from timing import TimingConfig, time_callable
 from transfer import SharedBuffers, encode_items, poison, same_values
@@ -46,11 +48,57 @@ class ReferenceServer:
         self._compiling: threading.Thread | None = None  # a torch.compile running in the background
         self._compile_error: BaseException | None = None
         self.compile_threads: int | None = None  # the inductor compile threads of the last compile
+        # the last compile's seconds: waiting for its imports (the preload's or its own), for the device's shared
+        # slot, then building and running the model once; and the step a compile in the background is at
+        self.compile_seconds: dict[str, float] = {}
+        self.compile_stage = ""
+        self._preloading: threading.Thread | None = None  # imports begun by ``preload``
+        self._torch_imported = threading.Event()
         self.transport: dict[str, str] = {}
         self.kept: dict[str, list[Any]] = {}
         self.shared: SharedBuffers | None = None
 
     # -- commands ----------------------------------------------------------------------------------
+
+    def preload(self, compiler: bool = False, device: str = "cpu") -> dict[str, Any]:
+        """Starts importing torch and, with ``compiler``, what torch.compile builds with (dynamo, the inductor
+        and, on cuda, its Triton code generation) in a thread of this process, and answers at once.
+
+        The imports then overlap the task's loading instead of following it: importing dynamo and the inductor
+        took 6-9.5 s of a cold cycle's critical path on the H200 (docs/benchmarks.md). Every later command waits
+        for the part it needs (``load`` for torch, a compile for all of it) rather than importing beside the
+        thread. A failed import is left for the command that needs the module to raise."""
+        if self._preloading is None:
+            self._preloading = threading.Thread(
+                target=self._preload, args=(compiler, device), name="reference-preload", daemon=True
+            )
+            self._preloading.start()
+        return {"ok": True}
+
+    def _preload(self, compiler: bool, device: str) -> None:
+        try:
+            import torch
+
+            self._torch_imported.set()
+            if compiler:
+                import torch._dynamo
+                import torch._inductor.compile_fx
+
+                if device.startswith("cuda"):
+                    import torch._inductor.codegen.triton  # noqa: F401
+        except Exception:  # the command that needs the module imports it again and reports why it failed
+            pass
+        finally:
+            self._torch_imported.set()
+
+    def _await_preload(self, torch_only: bool = False) -> None:
+        """Waits for the preload's imports (only its ``import torch`` with ``torch_only``)."""
+        if self._preloading is None:
+            return
+        if torch_only:
+            self._torch_imported.wait()
+        else:
+            self._preloading.join()
 
     def load(self, source: str, device: str, dtype: str, weight_seed: int, threads: int = 0) -> dict[str, Any]:
         """Builds the reference Model with weights from ``weight_seed``, dropping the previous task's state.
@@ -58,6 +106,7 @@ class ReferenceServer:
         ``leaked_bytes``: device memory still allocated once everything of the previous task is dropped
         (shared buffers that a killed candidate still mapped stay reserved); the evaluator restarts this
         process when it grows."""
+        self._await_preload(torch_only=True)
         import torch
 
         self._await_background_compile()  # its model is about to go; its error no longer matters
@@ -256,18 +305,21 @@ class ReferenceServer:
         # compared in place, no copy: a candidate that writes into them meanwhile can only spoil its own result
         return (receivers[0] if container == "Tensor" else type(expected)(receivers)), ""
 
-    def compile_reference(self, key: str, background: bool = False) -> dict[str, Any]:
+    def compile_reference(self, key: str, background: bool = False, slot: str = "") -> dict[str, Any]:
         """Compiles the reference with torch.compile and runs it once on input set ``key`` (code generation
         is CPU work: done before the device is reserved for timing).
 
         ``background``: compiles in a thread of this process and answers at once, so that the checks of a first
         verify are served meanwhile instead of waiting seconds for the compiler; every later use of the compiled
-        model (this command, ``baseline``, ``await_compile``) waits for it and raises its error."""
+        model (this command, ``baseline``, ``await_compile``) waits for it and raises its error. ``slot``
+        ("LOCK:GATE", ``cudagym.gpu_lock``): the device's shared slot, which the background compile holds through
+        its first call (tracing, building, then running the model and benchmarking the inductor's kernel variants
+        on the device): no timing of any process overlaps that device work, so none need await the compile."""
         if background:
             if self.compiled is None and self._compiling is None:
                 inputs = self.inputs[key]  # held by the thread: dropping ``key`` meanwhile is safe
                 self._compiling = threading.Thread(
-                    target=self._compile_in_background, args=(inputs,), name="reference-compile", daemon=True
+                    target=self._compile_in_background, args=(inputs, slot), name="reference-compile", daemon=True
                 )
                 self._compiling.start()
             return {"ok": True}
@@ -279,10 +331,18 @@ class ReferenceServer:
         return {"ok": True}
 
     def compile_done(self) -> dict[str, Any]:
-        """Whether no torch.compile runs in the background (its error, if any, stays for the next use), and
-        with how many inductor compile threads this process compiles (None before its first compile)."""
+        """Whether no torch.compile runs in the background (its error, if any, stays for the next use) and, if
+        one does, its ``stage`` ("imports", "slot": waiting for the device's shared slot, "build"); with how many
+        inductor compile threads this process compiles (None before its first compile) and the last compile's
+        seconds (the same three steps)."""
         done = self._compiling is None or not self._compiling.is_alive()
-        return {"ok": True, "done": done, "threads": self.compile_threads}
+        return {
+            "ok": True,
+            "done": done,
+            "stage": "done" if done else self.compile_stage,
+            "threads": self.compile_threads,
+            "seconds": self.compile_seconds,
+        }
 
     def await_compile(self) -> dict[str, Any]:
         """Waits for a background compile; its failure becomes this command's."""
@@ -297,21 +357,37 @@ class ReferenceServer:
         if thread is not None:
             thread.join()
 
-    def _compile(self, inputs: list[Any]) -> None:
+    def _compile(self, inputs: list[Any], slot: str = "") -> None:
+        """torch.compile of the model and its first call on ``inputs``; ``slot``: see ``compile_reference``."""
+        start = time.perf_counter()
+        self.compile_stage = "imports"
+        self._await_preload()
         import torch
+        import torch._dynamo
+        import torch._inductor.compile_fx
         import torch._inductor.config
 
+        imported = time.perf_counter()
         # set in the thread that compiles: torch's config overrides are per thread
         torch._inductor.config.compile_threads = INDUCTOR_COMPILE_THREADS
         torch._dynamo.reset()
         compiled = torch.compile(self.model)
-        self._run_compiled(inputs, compiled)
+        self.compile_stage = "slot"
+        with warmup_slot(slot):
+            slotted = time.perf_counter()
+            self.compile_stage = "build"
+            self._run_compiled(inputs, compiled)
         self.compiled = compiled
         self.compile_threads = torch._inductor.config.compile_threads  # as the inductor left it after compiling
+        self.compile_seconds = {
+            "imports": imported - start,
+            "slot": slotted - imported,
+            "build": time.perf_counter() - slotted,
+        }
 
-    def _compile_in_background(self, inputs: list[Any]) -> None:
+    def _compile_in_background(self, inputs: list[Any], slot: str) -> None:
         try:
-            self._compile(inputs)
+            self._compile(inputs, slot)
         except BaseException as exc:  # raised by the next command that needs the compiled model
             self._compile_error = exc
 

@@ -211,39 +211,30 @@ def _time_callable(
         flush_buffer = torch.empty(config.l2_flush_bytes // 4, dtype=torch.int32, device=device)
     repetition = CudaRepetition(device, load_hold(config, device), config.hold_us) if is_cuda else None
 
-    def prepare() -> None:
+    def measure() -> tuple[float, float, float]:
+        """One repetition, prepared untimed: (time, own stream, host latency) in ms; on cpu the last two are 0."""
         if before_each is not None:
             before_each()
         if flush_buffer is not None:
             flush_buffer.fill_(0)  # evicts the inputs from L2
-        if is_cuda:
-            torch.cuda.synchronize(device)
-
-    def once() -> float:
-        prepare()
         if repetition is not None:
-            return repetition(fn)[0] / 1e3
+            torch.cuda.synchronize(device)
+            return repetition(fn)
         t0 = time.perf_counter()
         fn()
-        return time.perf_counter() - t0
+        return (time.perf_counter() - t0) * 1e3, 0.0, 0.0
 
-    warm_up(once, config, until_settled=is_cuda)
+    warm_up(lambda: measure()[0] / 1e3, config, until_settled=is_cuda)
 
     times: list[float] = []
     own: list[float] = []
     latency: list[float] = []
     start_all = time.perf_counter()
     while len(times) < config.max_reps:
-        prepare()
-        if repetition is not None:
-            timed, own_ms, latency_ms = repetition(fn)
-            times.append(timed)
-            own.append(own_ms)
-            latency.append(latency_ms)
-        else:
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
+        timed, own_ms, latency_ms = measure()
+        times.append(timed)
+        own.append(own_ms)
+        latency.append(latency_ms)
         if len(times) >= config.min_reps and time.perf_counter() - start_all >= config.budget_seconds:
             break
     if not is_cuda:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import secrets
+from pathlib import Path
 
 import pytest
 from cudagym_testing import relu_solution, write_all
@@ -218,6 +220,35 @@ class ModelNew(nn.Module):
     def forward(self, x):
         return relu_ext.relu_forward(x)
 '''
+
+
+def test_a_first_profile_times_its_candidate_while_the_reference_still_compiles(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The reference's torch.compile, begun ahead, runs its model on the device only in the shared slot: a first
+    profile times the candidate meanwhile (no wait for the compile) and then waits for the baselines timed ahead."""
+    from cudagym.gpu_lock import JOURNAL_ENV, exclusive_overlap_s, read_journal
+
+    journal = tmp_path / "journal.jsonl"
+    monkeypatch.setenv(JOURNAL_ENV, str(journal))
+    # timing settings of this test alone: no baselines are cached under them, so the reference compiles
+    timing = dataclasses.replace(GPU_CONFIG.timing, budget_seconds=0.5 + secrets.randbelow(10**6) * 1e-9)
+    env = relu_env_with_solution(dataclasses.replace(GPU_CONFIG, timing=timing))
+    try:
+        assert env.step(tool_call("compile"))[4]["status"] == "ok"
+        obs, _, _, _, info = env.step(tool_call("profile"))
+        assert info["status"] == "ok", obs
+        phases = dict(info["result"]["phases"])
+        assert "reference_compile" not in phases  # not awaited before the timing
+        marks = env.evaluator.ahead_marks
+        entries = sorted(read_journal(journal), key=lambda entry: entry["acquired_at"])
+        labels = [entry["label"] for entry in entries if entry["mode"] == "exclusive"]
+        assert labels == ["candidate", "baselines"], (labels, marks, phases)  # the compile was not built yet
+        assert exclusive_overlap_s(entries) == 0
+        assert info["result"]["baseline_cached"]  # the profile took the baselines timed ahead
+        assert marks["compiler_imported"] < marks["compile_done"] < marks["baselines_timed"]
+    finally:
+        env.close()
 
 
 def test_single_file_load_inline_solution(env: CudaKernelEnv) -> None:
