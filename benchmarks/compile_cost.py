@@ -5,7 +5,9 @@
 A first ``profile`` of a task cannot report its torch.compile baseline before the reference process has imported
 dynamo and the inductor and compiled the model once; on an empty cache that chain, not the agent's kernel, sets the
 cold cycle's length (docs/benchmarks.md). Each run starts a fresh interpreter and times, in order: ``import torch``,
-importing ``torch._dynamo`` and the inductor, the first eager call, and the first and second compiled calls. Three
+importing ``torch._dynamo`` and the inductor (also as the process's CPU seconds: equal to the wall time when the
+import is bound by the interpreter, as it was on the H200), the first eager call, and the first and second compiled
+calls. Three
 variants: an empty inductor cache (``TORCHINDUCTOR_CACHE_DIR`` in a new folder), the same folder again (a warm cache:
 what a second run of an environment sees), and an empty cache with ``TORCHINDUCTOR_COMPILE_THREADS=1`` (no pool of
 compile workers). Prints a table of medians; ``--out`` writes every run as JSON.
@@ -21,7 +23,7 @@ import subprocess
 import sys
 import tempfile
 
-PARTS = ("import_torch", "import_inductor", "eager_first", "compile_first", "compile_second")
+PARTS = ("import_torch", "import_inductor", "import_inductor_cpu", "eager_first", "compile_first", "compile_second")
 
 CHILD = r"""
 import json, sys, time
@@ -29,10 +31,11 @@ marks = {}
 t = time.perf_counter()
 import torch
 marks["import_torch"] = time.perf_counter() - t
-t = time.perf_counter()
+t, cpu = time.perf_counter(), time.process_time()
 import torch._dynamo
 import torch._inductor.compile_fx
 marks["import_inductor"] = time.perf_counter() - t
+marks["import_inductor_cpu"] = time.process_time() - cpu
 from cudagym.tasks import load
 task = load("builtin").get(sys.argv[1])
 device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -277,6 +277,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 config = dataclasses.replace(config, fork_server=args.fork_server == "on")
             if args.prepare_ahead != "auto":
                 config = dataclasses.replace(config, prepare_ahead=args.prepare_ahead == "on")
+            if args.preload_compiler != "auto":
+                config = dataclasses.replace(config, preload_compiler=args.preload_compiler == "on")
             cache_dir = args.cache_dir or scratch / "cache"
             if args.pch_ready:
                 start = time.perf_counter()
@@ -401,6 +403,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--prepare-ahead", default="auto", choices=("auto", "on", "off"), help="EvalConfig.prepare_ahead"
+    )
+    parser.add_argument(
+        "--preload-compiler",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="EvalConfig.preload_compiler (auto: on when preparing ahead)",
     )
     parser.add_argument(
         "--pch-ready",
