@@ -105,7 +105,7 @@ def test_no_baseline_is_timed_while_a_background_compile_runs(cache_dir: Path) -
 
 # the reference server run in a plain interpreter: what the preload imports, and when
 PRELOAD_PROBE = """
-import os, sys
+import json, os, sys
 import cudagym.harness
 sys.path.insert(0, os.path.dirname(cudagym.harness.__file__))
 from reference import ReferenceServer
@@ -120,9 +120,8 @@ print(json.dumps({"before": before, "after": [name in sys.modules for name in wa
 
 @pytest.mark.parametrize("compiler", [True, False])
 def test_the_preload_imports_torch_and_only_when_asked_the_compiler(compiler: bool) -> None:
-    probe = "import json\n" + PRELOAD_PROBE
     argument = "compiler" if compiler else "torch"
-    done = subprocess.run([sys.executable, "-c", probe, argument], capture_output=True, text=True, timeout=300)
+    done = subprocess.run([sys.executable, "-c", PRELOAD_PROBE, argument], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(done.stdout.strip().splitlines()[-1])
     assert report["before"] == [False, False, False]  # the harness itself imports none of them
