@@ -1,6 +1,7 @@
 """Step latency: one compile-verify-profile cycle, the naive way and cudagym's way, side by side.
 
     python benchmarks/step_latency.py --backend cuda --task builtin/scale_bias_tanh --cycles 3 --json latency.json
+    python benchmarks/step_latency.py --backend cuda --variants cudagym --pch-ready --cold-runs 3 --fresh-torch-caches
 
 Variants, each on the task's reference solution in CUDA Agent's layout (kernels/*.cu|*.cpp, binding files
 registered through binding_registry.h, model_new.py):
@@ -12,9 +13,11 @@ registered through binding_registry.h, model_new.py):
   ``torch.nn.functional`` blocked during ModelNew's forward); ``profile`` times ModelNew, eager and
   ``torch.compile`` (5 warm-up and 10 timed iterations; CUDA: profiler device time; CPU: wall clock).
 * **cudagym cold**: the first cycle of a ``LocalEvaluator`` with an empty cache directory (precompiled
-  header, objects, reference process, baselines all made then). torch.compile's own on-disk cache is
-  the machine's and is not emptied. With ``--cache-dir`` the first cycle uses that cache instead and is
-  reported as "cudagym first" (not cold).
+  header, objects, reference process, baselines all made then). torch.compile's own on-disk caches are
+  the machine's and are not emptied, unless ``--fresh-torch-caches`` gives the evaluator's processes a new
+  HOME and TMPDIR (empty inductor, Triton and ccache caches). ``--cold-runs N``: N such first cycles, each by
+  a new evaluator on a new empty cache, reported as their median (the warm cycles follow the last). With
+  ``--cache-dir`` the first cycle uses that cache instead and is reported as "cudagym first" (not cold).
   ``--pch-ready`` builds the precompiled header of the binding headers (once per toolchain) into that cache
   first and reports its time apart.
 * **cudagym warm**: the following cycles of the same evaluator, one kernel source edited before each
@@ -29,6 +32,7 @@ script that import only torch, never cudagym.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import datetime
 import json
@@ -40,6 +44,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -230,6 +235,69 @@ def cudagym_cycle(evaluator: Any, workspace: Any) -> dict[str, Any]:
     return row
 
 
+def cudagym_cycles(
+    task: Any,
+    backend: Any,
+    config: Any,
+    cache_dir: Path,
+    scratch: Path,
+    files: dict[str, str],
+    kernel: str,
+    run_id: str,
+    warm: int,
+    args: argparse.Namespace,
+) -> list[dict[str, Any]]:
+    """A new evaluator on ``cache_dir``: its first cycle, then ``warm`` cycles with ``kernel`` edited before each."""
+    from cudagym.baselines.scripted import code_edit
+    from cudagym.evaluator import LocalEvaluator
+    from cudagym.workspace import Workspace
+
+    first = "cudagym first" if args.cache_dir else "cudagym cold"
+    evaluator = LocalEvaluator(task, backend, config, cache_dir=cache_dir)
+    workspace = Workspace(task.source_for(backend.name), "step latency benchmark", root_dir=scratch)
+    try:
+        for path, content in files.items():
+            workspace.write(path, content)
+        time.sleep(args.think)
+        rows = [cudagym_cycle(evaluator, workspace)]
+        _echo(first, rows[0])
+        # the preparation's timeline (seconds from its start, about when the cycle began), which the first
+        # cycle's waits for the reference's torch.compile and the baselines are read against
+        rows[0]["ahead_marks"] = dict(evaluator.ahead_marks)
+        marks = ", ".join(f"{step} {at:.2f}" for step, at in evaluator.ahead_marks.items())
+        print(f"    preparation ahead done at (s): {marks or 'nothing prepared'}", flush=True)
+        for i in range(warm):
+            time.sleep(args.think)
+            workspace.write(kernel, files[kernel] + code_edit(f"{run_id}_{i + 1}"))
+            rows.append(cudagym_cycle(evaluator, workspace))
+            _echo("cudagym warm", rows[-1])
+    finally:
+        evaluator.close()
+        workspace.remove()
+    return rows
+
+
+@contextlib.contextmanager
+def _children_home(home: Path | None) -> Iterator[None]:
+    """HOME and TMPDIR of the processes started meanwhile pointed at ``home`` (made empty), so that the reference
+    process finds empty inductor and Triton caches (``/$TMPDIR/torchinductor_$USER``, ``~/.triton``) and the
+    builds an empty ccache; None: unchanged. Candidates get a scratch HOME of their own either way."""
+    if home is None:
+        yield
+        return
+    home.mkdir(parents=True)
+    saved = {name: os.environ.get(name) for name in ("HOME", "TMPDIR")}
+    os.environ.update(HOME=str(home), TMPDIR=str(home))
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+
+
 def edited_kernel(files: dict[str, str]) -> str:
     """The kernel source the cycles edit: the first kernels/*.cu or *.cpp that is not a binding file."""
     kernels = [p for p in files if p.startswith("kernels/") and p.endswith((".cu", ".cpp"))]
@@ -255,9 +323,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from cudagym.backends import resolve_backend
     from cudagym.baselines.scripted import code_edit, solution_files
     from cudagym.build import Builder
-    from cudagym.evaluator import EvalConfig, LocalEvaluator
+    from cudagym.evaluator import EvalConfig
     from cudagym.tasks import load
-    from cudagym.workspace import TEMPLATES, Workspace
+    from cudagym.workspace import TEMPLATES
 
     backend = resolve_backend(args.backend)
     task = load("builtin").get(args.task)
@@ -279,34 +347,25 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 config = dataclasses.replace(config, prepare_ahead=args.prepare_ahead == "on")
             if args.preload_compiler != "auto":
                 config = dataclasses.replace(config, preload_compiler=args.preload_compiler == "on")
-            cache_dir = args.cache_dir or scratch / "cache"
+            pch_template = scratch / "pch-template"  # built once, copied into each cold run's empty cache
             if args.pch_ready:
                 start = time.perf_counter()
-                pch = Builder(backend, cache_dir=cache_dir, options=config.build).precompiled_header()
+                pch = Builder(backend, cache_dir=args.cache_dir or pch_template, options=config.build)
+                built = pch.precompiled_header()
                 pch_s = time.perf_counter() - start
-                print(f"[precompiled header built beforehand] {pch_s:.2f} s ({pch})", flush=True)
-            evaluator = LocalEvaluator(task, backend, config, cache_dir=cache_dir)
-            workspace = Workspace(task.source_for(backend.name), "step latency benchmark", root_dir=scratch)
-            try:
-                for path, content in files.items():
-                    workspace.write(path, content)
-                time.sleep(args.think)
-                variants[first] = [cudagym_cycle(evaluator, workspace)]
-                _echo(first, variants[first][-1])
-                # the preparation's timeline (seconds from its start, about when the cycle began), which the
-                # first cycle's waits for the reference's torch.compile and the baselines are read against
-                variants[first][-1]["ahead_marks"] = dict(evaluator.ahead_marks)
-                marks = ", ".join(f"{step} {at:.2f}" for step, at in evaluator.ahead_marks.items())
-                print(f"    preparation ahead done at (s): {marks or 'nothing prepared'}", flush=True)
-                variants["cudagym warm"] = []
-                for i in range(args.cycles):
-                    time.sleep(args.think)
-                    workspace.write(kernel, files[kernel] + code_edit(f"{run_id}_{i + 1}"))
-                    variants["cudagym warm"].append(cudagym_cycle(evaluator, workspace))
-                    _echo("cudagym warm", variants["cudagym warm"][-1])
-            finally:
-                evaluator.close()
-                workspace.remove()
+                print(f"[precompiled header built beforehand] {pch_s:.2f} s ({built})", flush=True)
+            runs = 1 if args.cache_dir else args.cold_runs
+            variants[first], variants["cudagym warm"] = [], []
+            for run_index in range(runs):
+                cache_dir = Path(args.cache_dir) if args.cache_dir else scratch / f"cache-{run_index}"
+                if (pch_template / "pch").is_dir() and not args.cache_dir:
+                    shutil.copytree(pch_template / "pch", cache_dir / "pch")
+                home = scratch / f"home-{run_index}" if args.fresh_torch_caches else None
+                with _children_home(home):
+                    warm = args.cycles if run_index == runs - 1 else 0  # the warm cycles follow the last cold one
+                    rows = cudagym_cycles(task, backend, config, cache_dir, scratch, files, kernel, run_id, warm, args)
+                variants[first].append(rows[0])
+                variants["cudagym warm"].extend(rows[1:])
         if "naive" in args.variants:
             workdir = scratch / "naive"
             (workdir / "kernels").mkdir(parents=True)
@@ -409,6 +468,19 @@ def main(argv: list[str] | None = None) -> int:
         default="auto",
         choices=("auto", "on", "off"),
         help="EvalConfig.preload_compiler (auto: on when preparing ahead)",
+    )
+    parser.add_argument(
+        "--cold-runs",
+        type=int,
+        default=1,
+        help="cold first cycles, each by a new evaluator on an empty cache, reported as their median (default 1; "
+        "one with --cache-dir)",
+    )
+    parser.add_argument(
+        "--fresh-torch-caches",
+        action="store_true",
+        help="give each cold run's processes a new HOME and TMPDIR: empty inductor, Triton and ccache caches "
+        "(packages installed with pip --user are then not found by them)",
     )
     parser.add_argument(
         "--pch-ready",

@@ -106,3 +106,30 @@ def test_host_load_times_under_each_load_and_stops_the_load(tmp_path: Path) -> N
     assert len(medians) == 2 and all(m > 0 for m in medians)
     stray = subprocess.run(["pgrep", "-f", "np.copyto"], capture_output=True, text=True)
     assert stray.stdout.strip() == "", "the load processes outlived the benchmark"
+
+
+def test_a_cold_runs_children_get_a_home_of_their_own_and_the_parents_comes_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``step_latency.py --fresh-torch-caches``: the processes a cold run starts see a new HOME and TMPDIR (where
+    the reference's inductor and Triton caches live), and this process's own values return afterwards."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("step_latency", BENCHMARKS / "step_latency.py")
+    assert spec is not None and spec.loader is not None
+    step_latency = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(step_latency)
+    monkeypatch.setenv("HOME", "/home/before")
+    monkeypatch.delenv("TMPDIR", raising=False)
+    home = tmp_path / "home-0"
+    with step_latency._children_home(home):
+        seen = subprocess.run(
+            [sys.executable, "-c", "import os, tempfile; print(os.path.expanduser('~'), tempfile.gettempdir())"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.split()
+        assert seen == [str(home), str(home)] and home.is_dir()
+    assert os.environ["HOME"] == "/home/before" and "TMPDIR" not in os.environ
+    with step_latency._children_home(None):  # without the option: nothing changes
+        assert os.environ["HOME"] == "/home/before"
