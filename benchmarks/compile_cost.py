@@ -7,10 +7,9 @@ dynamo and the inductor and compiled the model once; on an empty cache that chai
 cold cycle's length (docs/benchmarks.md). Each run starts a fresh interpreter and times, in order: ``import torch``,
 importing ``torch._dynamo`` and the inductor (also as the process's CPU seconds: equal to the wall time when the
 import is bound by the interpreter, as it was on the H200), the first eager call, and the first and second compiled
-calls. Three
-variants: an empty inductor cache (``TORCHINDUCTOR_CACHE_DIR`` in a new folder), the same folder again (a warm cache:
-what a second run of an environment sees), and an empty cache with ``TORCHINDUCTOR_COMPILE_THREADS=1`` (no pool of
-compile workers). Prints a table of medians; ``--out`` writes every run as JSON.
+calls. Three variants: an empty inductor cache (``TORCHINDUCTOR_CACHE_DIR`` in a new folder), the same folder again
+(a warm cache: what a second run of an environment sees), and an empty cache with ``TORCHINDUCTOR_COMPILE_THREADS=1``
+(no pool of compile workers). Prints a table of medians; ``--out`` writes every run as JSON.
 """
 
 from __future__ import annotations

@@ -245,14 +245,15 @@ def cudagym_cycles(
     kernel: str,
     run_id: str,
     warm: int,
+    first: str,
     args: argparse.Namespace,
 ) -> list[dict[str, Any]]:
-    """A new evaluator on ``cache_dir``: its first cycle, then ``warm`` cycles with ``kernel`` edited before each."""
+    """A new evaluator on ``cache_dir``: its first cycle (reported as ``first``), then ``warm`` cycles with ``kernel``
+    edited before each."""
     from cudagym.baselines.scripted import code_edit
     from cudagym.evaluator import LocalEvaluator
     from cudagym.workspace import Workspace
 
-    first = "cudagym first" if args.cache_dir else "cudagym cold"
     evaluator = LocalEvaluator(task, backend, config, cache_dir=cache_dir)
     workspace = Workspace(task.source_for(backend.name), "step latency benchmark", root_dir=scratch)
     try:
@@ -363,7 +364,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 home = scratch / f"home-{run_index}" if args.fresh_torch_caches else None
                 with _children_home(home):
                     warm = args.cycles if run_index == runs - 1 else 0  # the warm cycles follow the last cold one
-                    rows = cudagym_cycles(task, backend, config, cache_dir, scratch, files, kernel, run_id, warm, args)
+                    rows = cudagym_cycles(
+                        task, backend, config, cache_dir, scratch, files, kernel, run_id, warm, first, args
+                    )
                 variants[first].append(rows[0])
                 variants["cudagym warm"].extend(rows[1:])
         if "naive" in args.variants:

@@ -152,17 +152,16 @@ def check_task(
         closed_by_normal_inputs=closed,
         eager_ms=report.get("eager_ms"),
     )
-    _remember_eager(task, backend, report.get("eager_ms"), overrides or {}, cache_dir)
+    _remember_eager(task, backend, report.get("eager_ms"), overrides or {}, folder)
     return result
 
 
 def _remember_eager(
-    task: Task, backend: Backend, eager_ms: float | None, overrides: Mapping[str, Any], cache_dir: str | Path | None
+    task: Task, backend: Backend, eager_ms: float | None, overrides: Mapping[str, Any], cache_dir: Path
 ) -> None:
     if eager_ms is None:
         return
-    folder = Path(cache_dir) if cache_dir else default_cache_dir()
-    folder = folder / "eager"
+    folder = cache_dir / "eager"
     folder.mkdir(parents=True, exist_ok=True)
     detail = json.dumps([backend.device_name, sorted(overrides.items())], default=str)
     key = f"{task.fingerprint(backend.name)}-{backend.name}-{hashlib.sha256(detail.encode()).hexdigest()[:12]}"
