@@ -4,6 +4,7 @@
 tool calls (write, compile, verify, profile, submit) and prints the episode and its reward.
 ``cudagym tasks list|show``: inspect task sets.
 ``cudagym serve``: the local evaluation service shared by the environments of one machine.
+``cudagym prepare``: the precompiled header, the GPU hold kernel and the bytecode cache, built ahead of time.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cudagym.service import add_service_commands
 
     add_service_commands(sub)
+    from cudagym.prepare import add_prepare_command
+
+    add_prepare_command(sub)
     return parser
 
 

@@ -9,6 +9,7 @@ import warnings
 from pathlib import Path
 from typing import Literal
 
+from cudagym import bytecode
 from cudagym.backends import Backend
 from cudagym.build import BuildOptions
 from cudagym.harness import hold
@@ -61,12 +62,19 @@ class EvalConfig:
     check_determinism: bool = True  # verify runs check 1's inputs twice and requires bitwise-equal outputs
     max_leaked_bytes: int = 4 * 1024**3  # the reference process restarts when this much device memory leaked
     policy: IntegrityPolicy = dataclasses.field(default_factory=IntegrityPolicy)  # what solutions may do
+    # the children read imported modules' bytecode from <cache>/pycache, which the trusted ones write
+    # (cudagym/bytecode.py): where the Python installation holds none, every child would compile torch from its
+    # sources (13-18 s of the reference's imports on the H200 machine). "auto": where the installation holds no
+    # bytecode and candidates cannot write the folder; True: always; False: never
+    bytecode_cache: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
         if self.paired_rounds < 1:
             raise ValueError(f"paired_rounds must be >= 1, got {self.paired_rounds}")
         if self.num_checks < 1:
             raise ValueError(f"num_checks must be >= 1, got {self.num_checks}")
+        if self.bytecode_cache not in (True, False, "auto"):
+            raise ValueError(f"bytecode_cache must be True, False or 'auto', got {self.bytecode_cache!r}")
         if self.transport not in ("auto", "ipc", "file"):
             raise ValueError(f"transport must be 'auto', 'ipc' or 'file', got {self.transport!r}")
         for name in ("verify_timeout", "profile_timeout", "reference_timeout"):
@@ -89,6 +97,12 @@ def preloads_compiler(config: EvalConfig, backend: Backend) -> bool:
     if not config.compile_baseline:
         return False
     return config.preload_compiler is True or (config.preload_compiler == "auto" and prepares_ahead(config, backend))
+
+
+def resolve_bytecode(config: EvalConfig, cache_dir: Path) -> Path | None:
+    """The bytecode folder the children of an evaluator on ``cache_dir`` use, None for none
+    (``EvalConfig.bytecode_cache``, ``cudagym.bytecode.resolve``)."""
+    return bytecode.resolve(config.bytecode_cache, cache_dir, config.limits.readonly_filesystem)
 
 
 def resolve_timing(timing: TimingConfig, backend: Backend, cache_dir: Path, nvcc: str | None) -> TimingConfig:

@@ -25,11 +25,19 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
+from cudagym import bytecode
 from cudagym.backends import Backend
 from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
-from cudagym.eval_config import EvalConfig, pairs_eager, preloads_compiler, prepares_ahead, resolve_timing
+from cudagym.eval_config import (
+    EvalConfig,
+    pairs_eager,
+    preloads_compiler,
+    prepares_ahead,
+    resolve_bytecode,
+    resolve_timing,
+)
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.common import WARMUP_SLOT_ENV
 from cudagym.harness.timing import TimingConfig
@@ -118,6 +126,13 @@ class LocalEvaluator:
         self._tampered: tuple[str, ...] = ()
         self._timing: TimingConfig | None = None  # ``config.timing`` with the hold kernel (``timing``)
         self._timing_lock = threading.Lock()
+        # where the children read (and the trusted ones write) imported modules' bytecode; None: the installation's
+        self.bytecode_dir = resolve_bytecode(self.config, self.cache_dir)
+        # a folder that holds nothing yet is compiled on every core at once, beside the reference's own imports
+        self.bytecode_filler: bytecode.Filler | None = None
+        if self.bytecode_dir is not None and not bytecode.filled(self.bytecode_dir):
+            self.bytecode_filler = bytecode.Filler(self.bytecode_dir)
+            threading.Thread(target=self.bytecode_filler.run, name="cudagym-bytecode", daemon=True).start()
         self.pool = CandidatePool(
             backend, self.config.limits, self.config.prestart, self._child_env(), fork_server=self.config.fork_server
         )
@@ -226,6 +241,7 @@ class LocalEvaluator:
         machine that has one: they need none, and the sandbox's namespaces apply only where none is seen."""
         env = {"TORCH_EXTENSIONS_DIR": str(self.cache_dir / "torch_extensions")}
         env.update(warmup_slot_env(self.backend, self.cache_dir))
+        env.update(bytecode.child_env(self.bytecode_dir))
         if not self.backend.is_cuda:
             env["CUDA_VISIBLE_DEVICES"] = ""
         elif self.backend.arch.startswith("sm_"):
@@ -312,7 +328,9 @@ class LocalEvaluator:
             if self._reference is not None:
                 self._reference.close()
             preload = preloads_compiler(self.config, self.backend)
-            self._reference = ReferenceProcess(self.backend, self.config, preload_compiler=preload)
+            self._reference = ReferenceProcess(
+                self.backend, self.config, preload_compiler=preload, env=bytecode.child_env(self.bytecode_dir)
+            )
             self._loaded_task = None
         if self._loaded_task != task.id:
             reply = self._reference.call(
@@ -928,6 +946,8 @@ class LocalEvaluator:
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""
         self._closing = True  # a preparation ahead stops at its next step (its current call fails below)
+        if self.bytecode_filler is not None:
+            self.bytecode_filler.stop()
         if self._reference is not None:
             self._reference.close()
         if self._ahead is not None:

@@ -25,6 +25,7 @@ import threading
 from collections.abc import Callable
 from typing import IO, Any
 
+from cudagym import bytecode
 from cudagym.harness.forkserver import PREIMPORT_ENV  # passed on to the server (what it imports before forking)
 from cudagym.sandbox import HARNESS_DIR, OutputCapture
 
@@ -91,9 +92,11 @@ class ForkServer:
         if PREIMPORT_ENV in os.environ:
             env = {PREIMPORT_ENV: os.environ[PREIMPORT_ENV], **env}
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        # trusted until it forks: it writes the bytecode cache it is given (cudagym/bytecode.py), its forks never do
+        flags, env = bytecode.launch(env, writer=True)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, "-B", str(HARNESS_DIR / "forkserver.py"), str(theirs.fileno())],
+                [sys.executable, *flags, str(HARNESS_DIR / "forkserver.py"), str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

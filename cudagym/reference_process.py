@@ -20,11 +20,19 @@ class ReferenceProcess:
     call it (a stage and the baselines timed ahead); each call is one request and its reply, taken in turn.
 
     ``preload_compiler``: the process begins importing torch.compile's modules as soon as it starts, beside the
-    task's loading (``ReferenceServer.preload``); torch itself is always imported from the start."""
+    task's loading (``ReferenceServer.preload``); torch itself is always imported from the start. ``env``: additions
+    to its scrubbed environment (the bytecode cache it writes, ``cudagym/bytecode.py``)."""
 
-    def __init__(self, backend: Backend, config: EvalConfig, *, preload_compiler: bool = False) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        config: EvalConfig,
+        *,
+        preload_compiler: bool = False,
+        env: dict[str, str] | None = None,
+    ) -> None:
         limits = dataclasses.replace(config.limits, cpu_seconds=None)
-        self.child = Child("reference", limits=limits, threads=backend.threads)
+        self.child = Child("reference", limits=limits, threads=backend.threads, env=env)
         self.timeout = config.reference_timeout
         self._lock = threading.Lock()  # one request in flight: replies carry no request id
         hello = self.child.receive(time.monotonic() + 120)

@@ -31,6 +31,8 @@ import weakref
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from cudagym import bytecode
+
 if TYPE_CHECKING:
     from cudagym.forkserver import ForkedProcess, ForkServer
 
@@ -451,9 +453,11 @@ class Child:
     ) -> tuple[int, subprocess.Popen[bytes]]:
         """A freshly started interpreter running ``child.py``; returns (channel read end, process)."""
         read_fd, write_fd = os.pipe()
+        # the trusted reference process writes the bytecode cache it is given (cudagym/bytecode.py); others read
+        flags, env = bytecode.launch(env, writer=role == "reference")
         try:
             proc = subprocess.Popen(
-                [*prefix, sys.executable, "-B", str(HARNESS_DIR / "child.py"), role, str(write_fd), spec],
+                [*prefix, sys.executable, *flags, str(HARNESS_DIR / "child.py"), role, str(write_fd), spec],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

@@ -20,9 +20,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cudagym import bytecode
 from cudagym.backends import Backend, find_toolchain
 from cudagym.build import default_cache_dir
-from cudagym.eval_config import resolve_timing
+from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig, ReferenceProcess
 from cudagym.harness.timing import METHOD_REVISION
 from cudagym.tasks.task import Task, module_constants, rewrite_constants
@@ -98,7 +99,7 @@ def check_task(
     timing = resolve_timing(config.timing, backend, folder, find_toolchain().nvcc)  # the evaluator's method
     own = reference is None
     try:
-        ref = reference or ReferenceProcess(backend, config)
+        ref = reference or _reference_process(backend, config, folder)
         try:
             source = _sized(task, backend.name, overrides or {})
             ref.call(
@@ -178,16 +179,22 @@ def _remember_eager(
     os.replace(tmp, folder / f"{key}.json")
 
 
+def _reference_process(backend: Backend, config: EvalConfig, cache_dir: Path) -> ReferenceProcess:
+    """A reference process as the evaluator starts one on ``cache_dir`` (with its bytecode cache)."""
+    return ReferenceProcess(backend, config, env=bytecode.child_env(resolve_bytecode(config, cache_dir)))
+
+
 def check_tasks(tasks: Iterable[Task], backend: Backend, **options: Any) -> list[TaskCheck]:
     """Checks several tasks, reusing one reference process."""
     config = options.pop("config", None) or EvalConfig()
-    reference = ReferenceProcess(backend, config)
+    folder = Path(options["cache_dir"]) if options.get("cache_dir") else default_cache_dir()
+    reference = _reference_process(backend, config, folder)
     results = []
     try:
         for task in tasks:
             if not reference.alive:
                 reference.close()
-                reference = ReferenceProcess(backend, config)
+                reference = _reference_process(backend, config, folder)
             results.append(check_task(task, backend, config=config, reference=reference, **options))
     finally:
         reference.close()

@@ -314,6 +314,9 @@ def run_role(role: str, channel_fd: int, spec: dict[str, Any]) -> None:
     (the whole life of a child; also what a process forked by the fork server runs)."""
     if role == "probe":
         probe(spec)
+    if role == "candidate":
+        # a candidate forked from the fork server (which may write the bytecode cache) never writes bytecode
+        sys.dont_write_bytecode = True
     prepare(spec)
     from common import Channel
 

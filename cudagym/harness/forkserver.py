@@ -103,6 +103,7 @@ def children_of(pid: int) -> set[int]:
 def become_child(request: dict[str, Any], fds: list[int], server_fds: list[int]) -> NoReturn:
     """In the forked process: the child ``python child.py ROLE FD SPEC`` would be. Never returns."""
     try:
+        sys.dont_write_bytecode = True  # only the server may write the bytecode cache (cudagym/bytecode.py)
         os.setsid()
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGPIPE):
@@ -245,7 +246,8 @@ def main() -> None:
             os.environ[PREIMPORT_ENV] = "0"
             os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
             os.set_inheritable(sock.fileno(), True)
-            os.execv(sys.executable, [sys.executable, "-B", os.path.abspath(__file__), str(sock.fileno())])
+            flags = ["-B"] if sys.flags.dont_write_bytecode else []  # a server that writes bytecode still does
+            os.execv(sys.executable, [sys.executable, *flags, os.path.abspath(__file__), str(sock.fileno())])
         if problem:
             raise RuntimeError(problem)
     except BaseException as exc:

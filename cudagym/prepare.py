@@ -1,0 +1,127 @@
+"""``cudagym prepare``: what a machine's first cycle would otherwise build, made ahead of time.
+
+Three things are made once per installation and cache directory and shared by every evaluator after: the
+precompiled header of the binding headers (about 20 s, which a first ``compile`` waits for), the kernel that
+holds the GPU before each timed call (cuda; a second or two) and, where the Python installation holds no bytecode,
+the children's bytecode cache (``cudagym/bytecode.py``; about 11 s of one core on the H200 machine, which the
+reference process's imports would otherwise pay). Run it where an image is built or a machine is set up, with the
+cache directory the environments will use; a part that is there already is reported as such and not built again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import time
+from pathlib import Path
+from typing import Any
+
+from cudagym import bytecode
+from cudagym.backends import Backend, find_toolchain, resolve_backend
+from cudagym.build import Builder, default_cache_dir
+from cudagym.eval_config import EvalConfig, resolve_bytecode, resolve_timing
+from cudagym.harness import hold
+
+
+@dataclasses.dataclass(frozen=True)
+class Prepared:
+    """One part of the preparation: what it is, where it lives, whether it was made now, and in how long."""
+
+    part: str
+    status: str  # "built", "present", "skipped" or "failed"
+    seconds: float = 0.0
+    path: str = ""
+    detail: str = ""
+
+
+def _header(builder: Builder) -> Prepared:
+    start = time.monotonic()
+    if not builder.options.use_pch:
+        return Prepared("precompiled header", "skipped", detail="BuildOptions.use_pch is off")
+    before = set((builder.cache_dir / "pch").rglob("*.gch"))
+    header = builder.precompiled_header()
+    seconds = time.monotonic() - start
+    if header is None:
+        return Prepared("precompiled header", "failed", seconds, detail="the compiler could not build it")
+    built = set((builder.cache_dir / "pch").rglob("*.gch")) - before
+    return Prepared("precompiled header", "built" if built else "present", seconds, str(header))
+
+
+def _hold(backend: Backend, config: EvalConfig, cache_dir: Path) -> Prepared:
+    if not backend.is_cuda:
+        return Prepared("GPU hold kernel", "skipped", detail="the cpu backend times without it")
+    if config.timing.hold_us <= 0:
+        return Prepared("GPU hold kernel", "skipped", detail="TimingConfig.hold_us is 0: no hold")
+    existed = (cache_dir / "hold" / hold.library_name(backend.arch)).exists()
+    start = time.monotonic()
+    timing = resolve_timing(config.timing, backend, cache_dir, find_toolchain().nvcc)
+    seconds = time.monotonic() - start
+    if not timing.hold_library:
+        return Prepared("GPU hold kernel", "failed", seconds, detail="nvcc could not build it (see the warning)")
+    return Prepared("GPU hold kernel", "present" if existed else "built", seconds, timing.hold_library)
+
+
+def _bytecode(config: EvalConfig, cache_dir: Path, modules: tuple[str, ...], packages: tuple[str, ...]) -> Prepared:
+    folder = resolve_bytecode(config, cache_dir)
+    if folder is None:
+        why = "turned off" if config.bytecode_cache is False else "the installation's own bytecode serves the children"
+        return Prepared("bytecode cache", "skipped", detail=why)
+    before, _ = bytecode.entries(folder)
+    filler = bytecode.Filler(folder, packages)
+    filler.run()
+    try:  # then what the children import from elsewhere, by importing it
+        seconds = bytecode.warm(folder, modules)
+    except (RuntimeError, OSError) as exc:
+        return Prepared("bytecode cache", "failed", path=str(folder), detail=str(exc)[-500:])
+    count, size = bytecode.entries(folder)
+    compiled = f"compiled in {filler.seconds:.1f} s" if filler.seconds is not None else filler.skipped
+    detail = f"{count} files, {size / 2**20:.0f} MiB ({compiled}; imports {seconds:.1f} s)"
+    seconds += filler.seconds or 0.0
+    return Prepared("bytecode cache", "built" if count > before else "present", seconds, str(folder), detail)
+
+
+def prepare(
+    backend: Backend,
+    *,
+    cache_dir: Path | None = None,
+    config: EvalConfig | None = None,
+    modules: tuple[str, ...] = bytecode.WARM_MODULES,
+    packages: tuple[str, ...] = bytecode.FILL_PACKAGES,
+) -> list[Prepared]:
+    """Makes the precompiled header, the hold kernel (cuda) and the bytecode cache (where it is on: the standard
+    library and ``packages`` compiled on every core, then ``modules`` imported) in ``cache_dir`` (default: the
+    usual cache directory); returns what each part came to. Never raises for a part that fails: its entry says so."""
+    config = config or EvalConfig()
+    cache_dir = cache_dir or default_cache_dir()
+    builder = Builder(backend, cache_dir=cache_dir, options=config.build)
+    return [_header(builder), _hold(backend, config, cache_dir), _bytecode(config, cache_dir, modules, packages)]
+
+
+def format_report(parts: list[Prepared]) -> str:
+    """A Markdown table of the parts."""
+    rows = ["| part | status | seconds | where | detail |", "|---|---|---|---|---|"]
+    rows += [f"| {p.part} | {p.status} | {p.seconds:.2f} | {p.path} | {p.detail} |" for p in parts]
+    return "\n".join(rows)
+
+
+def _prepare_command(args: argparse.Namespace) -> int:
+    settings: dict[str, Any] = {"auto": "auto", "on": True, "off": False}
+    config = EvalConfig(bytecode_cache=settings[args.bytecode_cache])
+    cache_dir = Path(args.cache_dir) if args.cache_dir else None
+    parts = prepare(resolve_backend(args.backend), cache_dir=cache_dir, config=config)
+    print(format_report(parts))
+    return 1 if any(p.status == "failed" for p in parts) else 0
+
+
+def add_prepare_command(sub: Any) -> None:
+    """Adds ``cudagym prepare`` to the CLI's subcommands."""
+    command = sub.add_parser("prepare", help="build the precompiled header, the GPU hold kernel and the bytecode cache")
+    command.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    command.add_argument("--cache-dir", help="the cache the environments will use (default: the usual one)")
+    command.add_argument(
+        "--bytecode-cache",
+        default="auto",
+        choices=("auto", "on", "off"),
+        help="EvalConfig.bytecode_cache (auto: where the installation holds no bytecode)",
+    )
+    command.set_defaults(func=_prepare_command)

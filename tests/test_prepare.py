@@ -1,0 +1,46 @@
+"""``cudagym prepare`` (cudagym/prepare.py): each part is made once, then reported as present."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cudagym import bytecode
+from cudagym.backends import resolve_backend
+from cudagym.cli import main
+from cudagym.eval_config import EvalConfig
+from cudagym.prepare import prepare
+
+
+def test_the_header_is_built_once_and_the_cpu_backend_needs_no_hold(cache_dir: Path) -> None:
+    cpu = resolve_backend("cpu")
+    parts = {p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(bytecode_cache=False))}
+    assert parts["precompiled header"].status in ("built", "present")  # other tests may have built it first
+    assert Path(parts["precompiled header"].path).with_suffix(".h.gch").is_file()
+    assert parts["GPU hold kernel"].status == "skipped"
+    assert parts["bytecode cache"].status == "skipped" and "turned off" in parts["bytecode cache"].detail
+    again = {p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(bytecode_cache=False))}
+    assert again["precompiled header"].status == "present"
+
+
+def test_the_bytecode_cache_is_filled_then_present(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cudagym import prepare as module
+
+    monkeypatch.setattr(module, "_header", lambda builder: module.Prepared("precompiled header", "skipped"))
+    monkeypatch.setattr(bytecode, "fill_sources", lambda packages, stdlib=True: [])  # CI's cores: the imports only
+    config = EvalConfig(bytecode_cache=True)
+    first = prepare(resolve_backend("cpu"), cache_dir=tmp_path, config=config, modules=("json",))[-1]
+    assert first.status == "built" and first.path == str(bytecode.folder(tmp_path)), first
+    assert "files" in first.detail and bytecode.entries(bytecode.folder(tmp_path))[0] > 0
+    second = prepare(resolve_backend("cpu"), cache_dir=tmp_path, config=config, modules=("json",))[-1]
+    assert second.status == "present"
+    broken = prepare(resolve_backend("cpu"), cache_dir=tmp_path, config=config, modules=("cudagym_no_such",))[-1]
+    assert broken.status == "failed" and "No module named" in broken.detail
+
+
+def test_the_command_prints_each_part(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["prepare", "--backend", "cpu", "--bytecode-cache", "off"]) == 0
+    out = capsys.readouterr().out
+    assert "| part | status | seconds | where | detail |" in out
+    assert "| precompiled header | " in out and "| bytecode cache | skipped |" in out
