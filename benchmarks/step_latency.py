@@ -19,7 +19,9 @@ registered through binding_registry.h, model_new.py):
   a new evaluator on a new empty cache, reported as their median (the warm cycles follow the last). With
   ``--cache-dir`` the first cycle uses that cache instead and is reported as "cudagym first" (not cold).
   ``--pch-ready`` builds the precompiled header of the binding headers (once per toolchain) into that cache
-  first and reports its time apart.
+  first and reports its time apart; ``--bytecode-ready`` fills the children's bytecode cache (once per Python
+  installation, ``cudagym/bytecode.py``) likewise. ``--bytecode-cache on,off`` compares that cache's settings:
+  they take turns over the cold runs, each reported as a variant of its own.
 * **cudagym warm**: the following cycles of the same evaluator, one kernel source edited before each
   (a comment with the cycle number, which changes its hash), as an agent iterating on a kernel does.
 
@@ -51,6 +53,7 @@ from typing import Any
 NAIVE_CHECKS = 5
 NAIVE_WARMUP, NAIVE_ITERS = 5, 10
 STAGES = ("compile", "verify", "profile")
+BYTECODE_SETTINGS: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False}  # --bytecode-cache
 
 
 # -- the naive pipeline (runs in fresh processes; torch only) ---------------------------------------
@@ -306,6 +309,13 @@ def edited_kernel(files: dict[str, str]) -> str:
     return (plain or kernels)[0]
 
 
+def bytecode_state(used: bool, filled: bool) -> str:
+    """What a cold run's bytecode cache was, in words for the table."""
+    if not used:
+        return "off (the installation's own bytecode, if any)"
+    return "filled beforehand" if filled else "on, empty at the start"
+
+
 def _cycle_s(row: dict[str, Any]) -> float:
     return sum(row.get(f"{s}_s", 0.0) for s in STAGES)
 
@@ -321,9 +331,11 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
+    from cudagym import bytecode
     from cudagym.backends import resolve_backend
     from cudagym.baselines.scripted import code_edit, solution_files
     from cudagym.build import Builder
+    from cudagym.eval_config import resolve_bytecode
     from cudagym.evaluator import EvalConfig
     from cudagym.tasks import load
     from cudagym.workspace import TEMPLATES
@@ -335,6 +347,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     run_id = secrets.token_hex(4)  # in every edit, so that no cycle reuses objects of an earlier run
     variants: dict[str, list[dict[str, Any]]] = {}
     pch_s: float | None = None
+    bytecode_s: float | None = None
+    bytecode_states: dict[str, str] = {}
     scratch = Path(tempfile.mkdtemp(prefix="cudagym-latency-"))
     try:
         if "cudagym" in args.variants:
@@ -355,19 +369,36 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 built = pch.precompiled_header()
                 pch_s = time.perf_counter() - start
                 print(f"[precompiled header built beforehand] {pch_s:.2f} s ({built})", flush=True)
+            if args.bytecode_ready:
+                folder = bytecode.folder(Path(args.cache_dir) if args.cache_dir else pch_template)
+                start = time.perf_counter()
+                bytecode.Filler(folder).run()  # as cudagym prepare fills it
+                bytecode.warm(folder)
+                bytecode_s = time.perf_counter() - start
+                print(f"[bytecode cache filled beforehand] {bytecode_s:.2f} s", flush=True)
             runs = 1 if args.cache_dir else args.cold_runs
-            variants[first], variants["cudagym warm"] = [], []
+            settings = args.bytecode_cache
+            variants["cudagym warm"] = []
             for run_index in range(runs):
+                # the settings take turns, the first of them last (the warm cycles follow the last cold run)
+                setting = settings[(runs - 1 - run_index) % len(settings)]
+                run_config = dataclasses.replace(config, bytecode_cache=BYTECODE_SETTINGS[setting])
+                label = f"{first} (bytecode {setting})" if len(settings) > 1 else first
                 cache_dir = Path(args.cache_dir) if args.cache_dir else scratch / f"cache-{run_index}"
                 if (pch_template / "pch").is_dir() and not args.cache_dir:
                     shutil.copytree(pch_template / "pch", cache_dir / "pch")
+                uses_bytecode = resolve_bytecode(run_config, cache_dir) is not None
+                if uses_bytecode and bytecode_s is not None and not args.cache_dir:
+                    shutil.copytree(bytecode.folder(pch_template), bytecode.folder(cache_dir))
                 home = scratch / f"home-{run_index}" if args.fresh_torch_caches else None
                 with _children_home(home):
                     warm = args.cycles if run_index == runs - 1 else 0  # the warm cycles follow the last cold one
                     rows = cudagym_cycles(
-                        task, backend, config, cache_dir, scratch, files, kernel, run_id, warm, first, args
+                        task, backend, run_config, cache_dir, scratch, files, kernel, run_id, warm, label, args
                     )
-                variants[first].append(rows[0])
+                rows[0]["bytecode_cache"] = uses_bytecode
+                bytecode_states[label] = bytecode_state(uses_bytecode, bytecode_s is not None)
+                variants.setdefault(label, []).append(rows[0])
                 variants["cudagym warm"].extend(rows[1:])
         if "naive" in args.variants:
             workdir = scratch / "naive"
@@ -395,6 +426,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "edited": kernel,
         "think_s": args.think,
         "pch_built_beforehand_s": pch_s,
+        "bytecode_filled_beforehand_s": bytecode_s,
+        "bytecode": bytecode_states,
         "summary": summary,
         "cycles": variants,
     }
@@ -402,6 +435,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         report["naive_over_warm"] = summary["naive"]["cycle_s"] / summary["cudagym warm"]["cycle_s"]
     if "cudagym cold" in summary:
         report["cold_first_cycle_s"] = summary["cudagym cold"]["cycle_s"]
+    cold = {name: s["cycle_s"] for name, s in summary.items() if name.startswith("cudagym cold")}
+    if cold:
+        report["cold_first_cycles_s"] = cold
     return report
 
 
@@ -418,6 +454,8 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"Edited between cycles: {report['edited']}; {report['think_s']:g} s between cycles, not counted")
     if report.get("pch_built_beforehand_s") is not None:
         print(f"Precompiled header built before the cold cycle: {report['pch_built_beforehand_s']:.2f} s")
+    if report.get("bytecode_filled_beforehand_s") is not None:
+        print(f"Bytecode cache filled before the cold cycle: {report['bytecode_filled_beforehand_s']:.2f} s")
     print()
     print("| variant | cycles | compile s | verify s | profile s | cycle s (median) | min-max s | all ok |")
     print("|---|---|---|---|---|---|---|---|")
@@ -429,7 +467,9 @@ def print_table(report: dict[str, Any]) -> None:
     }
     if report.get("pch_built_beforehand_s") is not None:
         labels["cudagym cold"] = "cudagym cold (empty cache but the precompiled header)"
-    for name in ("naive", "cudagym cold", "cudagym first", "cudagym warm"):
+    for name, state in report.get("bytecode", {}).items():  # what each cold variant's bytecode cache held
+        labels[name] = f"{labels['cudagym cold']}; bytecode cache {state}"
+    for name in ("naive", *(n for n in labels if n.startswith("cudagym cold")), "cudagym first", "cudagym warm"):
         s = report["summary"].get(name)
         if s is not None:
             print(
@@ -442,8 +482,8 @@ def print_table(report: dict[str, Any]) -> None:
     if "cudagym warm" in report["summary"]:
         warm = report["summary"]["cudagym warm"]["cycle_s"]
         print(f"cudagym warm cycle (median): {warm:.2f} s (target on an H200: <= 2.5 s)")
-    if "cold_first_cycle_s" in report:
-        print(f"cudagym cold first cycle: {report['cold_first_cycle_s']:.2f} s (target on an H200: <= 15 s)")
+    for name, seconds in report.get("cold_first_cycles_s", {}).items():
+        print(f"{name} first cycle (median): {seconds:.2f} s (target on an H200: <= 15 s)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -491,6 +531,18 @@ def main(argv: list[str] | None = None) -> int:
         help="build the precompiled header (once per toolchain) into the empty cache before the cold cycle",
     )
     parser.add_argument(
+        "--bytecode-cache",
+        default="auto",
+        help="EvalConfig.bytecode_cache for the cold runs: auto, on or off, or a comma list (on,off), whose "
+        "settings then take turns over the --cold-runs and are reported apart (default auto)",
+    )
+    parser.add_argument(
+        "--bytecode-ready",
+        action="store_true",
+        help="fill the bytecode cache (cudagym/bytecode.py, once per Python installation) before the cold cycles, "
+        "as the precompiled header with --pch-ready; runs whose setting leaves the cache off do not use it",
+    )
+    parser.add_argument(
         "--think",
         type=float,
         default=0.0,
@@ -504,6 +556,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if args.cycles < 1:
         parser.error("--cycles must be >= 1")
+    args.bytecode_cache = [v.strip() for v in args.bytecode_cache.split(",") if v.strip()]
+    if not args.bytecode_cache or not set(args.bytecode_cache) <= set(BYTECODE_SETTINGS):
+        parser.error("--bytecode-cache takes auto, on, off or a comma list of them")
     args.variants = {v.strip() for v in args.variants.split(",") if v.strip()}
     if not args.variants or not args.variants <= {"cudagym", "naive"}:
         parser.error("--variants takes cudagym, naive or both")

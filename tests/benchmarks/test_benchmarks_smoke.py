@@ -40,6 +40,8 @@ def test_step_latency_runs_naive_and_cudagym_cycles(tmp_path: Path, cache_dir: P
     report = json.loads(out.read_text())
     assert report["think_s"] == 0.1 and report["pch_built_beforehand_s"] is not None  # the cache's own header
     assert set(report["summary"]) == {"naive", "cudagym first", "cudagym warm"}
+    assert set(report["bytecode"]) == {"cudagym first"}  # the bytecode cache that cycle had, in words
+    assert report["bytecode_filled_beforehand_s"] is None
     assert all(s["ok"] and s["cycles"] == 1 for s in report["summary"].values()), report["summary"]
     naive = report["cycles"]["naive"][0]
     assert naive["profile"]["candidate_ms"] > 0 and naive["profile"]["compile_ms"] > 0  # all three were timed
@@ -133,3 +135,13 @@ def test_a_cold_runs_children_get_a_home_of_their_own_and_the_parents_comes_back
     assert os.environ["HOME"] == "/home/before" and "TMPDIR" not in os.environ
     with step_latency._children_home(None):  # without the option: nothing changes
         assert os.environ["HOME"] == "/home/before"
+
+
+def test_step_latency_refuses_an_unknown_bytecode_setting() -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCHMARKS / "step_latency.py"), "--bytecode-cache", "on,sometimes"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 2 and "--bytecode-cache takes auto, on, off" in proc.stderr
