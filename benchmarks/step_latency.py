@@ -53,7 +53,6 @@ from typing import Any
 NAIVE_CHECKS = 5
 NAIVE_WARMUP, NAIVE_ITERS = 5, 10
 STAGES = ("compile", "verify", "profile")
-BYTECODE_SETTINGS: dict[str, bool | str] = {"auto": "auto", "on": True, "off": False}  # --bytecode-cache
 
 
 # -- the naive pipeline (runs in fresh processes; torch only) ---------------------------------------
@@ -372,8 +371,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             if args.bytecode_ready:
                 folder = bytecode.folder(Path(args.cache_dir) if args.cache_dir else pch_template)
                 start = time.perf_counter()
-                bytecode.Filler(folder).run()  # as cudagym prepare fills it
-                bytecode.warm(folder)
+                bytecode.build(folder)  # as cudagym prepare fills it
                 bytecode_s = time.perf_counter() - start
                 print(f"[bytecode cache filled beforehand] {bytecode_s:.2f} s", flush=True)
             runs = 1 if args.cache_dir else args.cold_runs
@@ -382,7 +380,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for run_index in range(runs):
                 # the settings take turns, the first of them last (the warm cycles follow the last cold run)
                 setting = settings[(runs - 1 - run_index) % len(settings)]
-                run_config = dataclasses.replace(config, bytecode_cache=BYTECODE_SETTINGS[setting])
+                run_config = dataclasses.replace(config, bytecode_cache=bytecode.SETTINGS[setting])
                 label = f"{first} (bytecode {setting})" if len(settings) > 1 else first
                 cache_dir = Path(args.cache_dir) if args.cache_dir else scratch / f"cache-{run_index}"
                 if (pch_template / "pch").is_dir() and not args.cache_dir:
@@ -557,7 +555,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.cycles < 1:
         parser.error("--cycles must be >= 1")
     args.bytecode_cache = [v.strip() for v in args.bytecode_cache.split(",") if v.strip()]
-    if not args.bytecode_cache or not set(args.bytecode_cache) <= set(BYTECODE_SETTINGS):
+    from cudagym.bytecode import SETTINGS
+
+    if not args.bytecode_cache or not set(args.bytecode_cache) <= set(SETTINGS):
         parser.error("--bytecode-cache takes auto, on, off or a comma list of them")
     args.variants = {v.strip() for v in args.variants.split(",") if v.strip()}
     if not args.variants or not args.variants <= {"cudagym", "naive"}:

@@ -43,6 +43,7 @@ from typing import Literal
 PREFIX_ENV = "PYTHONPYCACHEPREFIX"
 NO_WRITE_ENV = "PYTHONDONTWRITEBYTECODE"
 FOLDER = "pycache"  # under the cache directory
+SETTINGS: dict[str, bool | Literal["auto"]] = {"auto": "auto", "on": True, "off": False}  # command-line words
 # what the children import before a task's first cycle can finish: the reference's preload (dynamo, the inductor
 # and its Triton code generation), the fork server's warm-up (the profiler, standalone_compile) and what a
 # single-file solution's load_inline needs; the harness modules come from their own folder
@@ -90,25 +91,31 @@ def folder(cache_dir: Path) -> Path:
     return cache_dir / FOLDER
 
 
+def _torch_source() -> Path | None:
+    """torch's ``__init__.py``, None where torch is not installed from sources."""
+    try:
+        spec = importlib.util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin)
+
+
 @functools.lru_cache(maxsize=1)
 def installation_lacks_bytecode() -> bool:
     """Whether this interpreter's torch has no compiled bytecode beside its sources (``torch/__pycache__``), as in
     installations made without it; the other packages of such an installation are taken to lack it too."""
-    try:
-        spec = importlib.util.find_spec("torch")
-    except (ImportError, ValueError):
+    source = _torch_source()
+    if source is None:
         return False
-    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
-        return False
-    source = Path(spec.origin)
-    cached = source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc"
-    return not cached.is_file()
+    return not (source.parent / "__pycache__" / f"{source.stem}.{sys.implementation.cache_tag}.pyc").is_file()
 
 
 def _installation_writable() -> bool:
     """Whether this user may write torch's installation folder (a candidate could then change its sources)."""
-    spec = importlib.util.find_spec("torch")
-    return bool(spec and spec.origin and os.access(Path(spec.origin).parent, os.W_OK))
+    source = _torch_source()
+    return source is not None and os.access(source.parent, os.W_OK)
 
 
 def candidates_cannot_write(path: Path, readonly_filesystem: bool | str) -> tuple[bool, str]:
@@ -171,14 +178,23 @@ def entries(path: Path) -> tuple[int, int]:
     return count, size
 
 
+def writer_env(path: Path) -> dict[str, str]:
+    """This process's environment for a trusted process that writes the bytecode folder ``path``."""
+    return launch({**os.environ, **child_env(path)}, writer=True)[1]
+
+
+def _marker(path: Path) -> Path:
+    return path / f"{FILLED}-{sys.implementation.cache_tag}"
+
+
 def filled(path: Path) -> bool:
-    """Whether ``fill`` has compiled everything into ``path`` for this interpreter."""
-    return (path / f"{FILLED}-{sys.implementation.cache_tag}").is_file()
+    """Whether a ``Filler`` has compiled everything into ``path`` for this interpreter."""
+    return _marker(path).is_file()
 
 
-def fill_sources(packages: tuple[str, ...] = FILL_PACKAGES, stdlib: bool = True) -> list[str]:
-    """The folders and files ``fill`` compiles: the standard library (``stdlib``) and the installed ``packages``."""
-    found = [sysconfig.get_path("stdlib")] if stdlib else []
+def fill_sources(packages: tuple[str, ...] = FILL_PACKAGES) -> list[str]:
+    """The folders and files a ``Filler`` compiles: the standard library and the installed ``packages``."""
+    found = [sysconfig.get_path("stdlib")]
     for name in packages:
         try:
             spec = importlib.util.find_spec(name)
@@ -230,9 +246,9 @@ class Filler:
     folder that holds nothing starts it, so that its reference process, whose own imports run on one core, finds
     most modules compiled. One filler per folder at a time (a file lock); ``stop`` ends it."""
 
-    def __init__(self, path: Path, packages: tuple[str, ...] = FILL_PACKAGES, *, stdlib: bool = True) -> None:
+    def __init__(self, path: Path, packages: tuple[str, ...] = FILL_PACKAGES) -> None:
         self.path = path
-        self.sources = fill_sources(packages, stdlib)
+        self.sources = fill_sources(packages)
         self.proc: subprocess.Popen[bytes] | None = None
         self.seconds: float | None = None  # how long the compile took, once done
         self.skipped = ""  # why it did not compile (done already, another process at it)
@@ -258,14 +274,16 @@ class Filler:
             if filled(self.path):
                 self.skipped = "filled already"
                 return None
-            env = {k: v for k, v in os.environ.items() if k != NO_WRITE_ENV}
-            env.update(child_env(self.path))
-            command = [sys.executable, "-c", FILL_SCRIPT, json.dumps(fill_plan(self.sources))]
-            start = time.monotonic()
             if self._stopped:
                 return None
+            command = [sys.executable, "-c", FILL_SCRIPT, json.dumps(fill_plan(self.sources))]
+            start = time.monotonic()
             self.proc = subprocess.Popen(
-                command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
+                command,
+                env=writer_env(self.path),
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
             )
             try:
                 self.proc.wait(timeout)
@@ -275,8 +293,8 @@ class Filler:
             if self._stopped:
                 return None
             # compileall says 1 when a file does not compile (some packages ship templates as .py): still done
-            (self.path / f"{FILLED}-{sys.implementation.cache_tag}").write_text(f"{time.monotonic() - start:.2f}\n")
             self.seconds = time.monotonic() - start
+            _marker(self.path).write_text(f"{self.seconds:.2f}\n")
             return self.seconds
 
     def stop(self) -> None:
@@ -300,8 +318,7 @@ def warm(path: Path, modules: tuple[str, ...] = WARM_MODULES, timeout: float = 6
         f"import sys; sys.path.insert(0, {str(HARNESS_DIR)!r})\n"
         f"import importlib\nfor name in {list(modules) + list(HARNESS_MODULES)!r}:\n    importlib.import_module(name)\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != NO_WRITE_ENV}
-    env.update(child_env(path), PYTORCH_NVML_BASED_CUDA_CHECK="1")
+    env = {**writer_env(path), "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}
     start = time.monotonic()
     done = subprocess.run(
         [sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=timeout, check=False
@@ -309,3 +326,14 @@ def warm(path: Path, modules: tuple[str, ...] = WARM_MODULES, timeout: float = 6
     if done.returncode != 0:
         raise RuntimeError(f"warming the bytecode cache failed: {(done.stdout + done.stderr)[-2000:]}")
     return time.monotonic() - start
+
+
+def build(
+    path: Path, modules: tuple[str, ...] = WARM_MODULES, packages: tuple[str, ...] = FILL_PACKAGES
+) -> tuple[Filler, float]:
+    """Fills ``path`` as ``cudagym prepare`` does: the standard library and ``packages`` compiled on every core
+    (``Filler``), then what the children import from elsewhere, by importing ``modules`` (``warm``). Returns the
+    filler (its ``seconds`` or why it ``skipped``) and the imports' seconds; raises as ``warm`` does."""
+    filler = Filler(path, packages)
+    filler.run()
+    return filler, warm(path, modules)

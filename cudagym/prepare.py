@@ -67,10 +67,8 @@ def _bytecode(config: EvalConfig, cache_dir: Path, modules: tuple[str, ...], pac
         why = "turned off" if config.bytecode_cache is False else "the installation's own bytecode serves the children"
         return Prepared("bytecode cache", "skipped", detail=why)
     before, _ = bytecode.entries(folder)
-    filler = bytecode.Filler(folder, packages)
-    filler.run()
-    try:  # then what the children import from elsewhere, by importing it
-        seconds = bytecode.warm(folder, modules)
+    try:
+        filler, seconds = bytecode.build(folder, modules, packages)
     except (RuntimeError, OSError) as exc:
         return Prepared("bytecode cache", "failed", path=str(folder), detail=str(exc)[-500:])
     count, size = bytecode.entries(folder)
@@ -105,8 +103,7 @@ def format_report(parts: list[Prepared]) -> str:
 
 
 def _prepare_command(args: argparse.Namespace) -> int:
-    settings: dict[str, Any] = {"auto": "auto", "on": True, "off": False}
-    config = EvalConfig(bytecode_cache=settings[args.bytecode_cache])
+    config = EvalConfig(bytecode_cache=bytecode.SETTINGS[args.bytecode_cache])
     cache_dir = Path(args.cache_dir) if args.cache_dir else None
     parts = prepare(resolve_backend(args.backend), cache_dir=cache_dir, config=config)
     print(format_report(parts))
@@ -121,7 +118,7 @@ def add_prepare_command(sub: Any) -> None:
     command.add_argument(
         "--bytecode-cache",
         default="auto",
-        choices=("auto", "on", "off"),
+        choices=tuple(bytecode.SETTINGS),
         help="EvalConfig.bytecode_cache (auto: where the installation holds no bytecode)",
     )
     command.set_defaults(func=_prepare_command)

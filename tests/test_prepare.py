@@ -28,7 +28,7 @@ def test_the_bytecode_cache_is_filled_then_present(tmp_path: Path, monkeypatch: 
     from cudagym import prepare as module
 
     monkeypatch.setattr(module, "_header", lambda builder: module.Prepared("precompiled header", "skipped"))
-    monkeypatch.setattr(bytecode, "fill_sources", lambda packages, stdlib=True: [])  # CI's cores: the imports only
+    monkeypatch.setattr(bytecode, "fill_sources", lambda packages: [])  # CI's cores: the imports only
     config = EvalConfig(bytecode_cache=True)
     first = prepare(resolve_backend("cpu"), cache_dir=tmp_path, config=config, modules=("json",))[-1]
     assert first.status == "built" and first.path == str(bytecode.folder(tmp_path)), first
