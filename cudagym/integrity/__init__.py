@@ -2,7 +2,8 @@
 
 ``IntegrityPolicy()`` is CUDA Agent's rules; ``IntegrityPolicy.permissive()`` relaxes them for research.
 ``run_static_checks(files, policy)`` returns one ``IntegrityFinding`` per check and the violations found
-in ``model_new.py`` (Python ``ast``) and ``kernels/*`` (a C++ lexer, comments and strings stripped).
+in ``model_new.py`` (Python ``ast``) and ``kernels/*`` (C++ after its translation phases: splices joined,
+macros expanded, comments dropped, string literals decoded and joined; then a lexer and the name rules).
 """
 
 from __future__ import annotations

@@ -1,12 +1,15 @@
 """Static checks on model_new.py through Python's ``ast``.
 
-Names are resolved through the file's imports and module-level aliases (``import torch.nn.functional as
-F``, ``from torch import relu``, ``act = torch.relu``), so a rule sees ``torch.nn.functional.relu``
-however it is spelled. The *forward path* is every function body except ``__init__`` (with the methods
-only ``__init__`` calls, such as ``reset_parameters``) and the module-level ``get_inputs`` /
-``get_init_inputs`` some solutions copy from the task: helpers, hooks, lambdas and nested functions are
-held to the forward's rules (see :mod:`cudagym.integrity.tensor_flow`). C/C++/CUDA sources in strings
-(``load_inline``'s ``cpp_sources``/``cuda_sources``, or any string that looks like C++) are checked as C++.
+Names are resolved through the file's imports and module-level aliases (:mod:`cudagym.integrity.python_names`),
+so a rule sees ``torch.nn.functional.relu`` however it is spelled. The *forward path* is every function body
+except ``__init__`` (with the methods only ``__init__`` calls, such as ``reset_parameters``) and the
+module-level ``get_inputs`` / ``get_init_inputs`` some solutions copy from the task: helpers, lambdas,
+nested functions and methods ``__init__`` only names are held to the forward's rules (see
+:mod:`cudagym.integrity.tensor_flow`), and so
+are the values default arguments, decorators and class bodies hold (``t=torch``, ``act = torch.relu``).
+Hooks are refused outright. C/C++/CUDA sources in strings (``load_inline``'s ``cpp_sources``/
+``cuda_sources``, or any string that looks like C++) and the macros its ``-D`` flags define are collected
+as :attr:`PythonChecker.cpp_sources`, checked as C++ with the workspace's other sources.
 """
 
 from __future__ import annotations
@@ -17,15 +20,14 @@ from collections.abc import Iterable, Iterator
 from pathlib import PurePosixPath
 
 from cudagym.integrity import vocabulary as V
-from cudagym.integrity.cpp_checks import check_cpp, escapes
+from cudagym.integrity.cpp_checks import check_cpp_sources, escapes
+from cudagym.integrity.cpp_preprocess import CppSource
 from cudagym.integrity.policy import IntegrityPolicy, Violation
+from cudagym.integrity.python_names import EXTENSION_MODULE, LOADERS, Names, forward_path_functions, under
 from cudagym.integrity.tensor_flow import TensorFlow, walk_own
 
-EXTENSION_MODULE = "cuda_extension"
-LOADERS = ("torch.utils.cpp_extension.load_inline", "torch.utils.cpp_extension.load")
 CPP_SOURCE_ARGS = {"cpp_sources": 1, "cuda_sources": 2}  # keyword -> position in load_inline's signature
 FLAG_ARGS = ("extra_cflags", "extra_cuda_cflags", "extra_ldflags", "extra_include_paths", "build_directory")
-EXEMPT_FUNCTIONS = ("get_inputs", "get_init_inputs")
 _CPP_HINT_RE = re.compile(
     r"__global__|#\s*include\s*[<\"]|torch::|at::|PYBIND11_MODULE|<<<|\bcu[A-Za-z]+\s*\(|extern \"C\""
 )
@@ -34,97 +36,6 @@ _BINARY_PATH_RE = re.compile(r"\.(so(\.\d+)*|cubin|fatbin|ptx|o|a|dll|dylib|pt|p
 _UNSAFE_FLAG_RE = re.compile(
     r"^(-L|-Wl,|-Xlinker|-B|-fplugin|-specs|--specs|-include|-imacros|-ccbin|--compiler-bindir)"
 )
-
-
-def _under(path: str, names: Iterable[str]) -> bool:
-    """Whether dotted ``path`` is one of ``names`` or inside one (``torch.testing.x`` under ``torch.testing``)."""
-    return any(path == n or path.startswith(n + ".") for n in names)
-
-
-class Names:
-    """Resolves expressions to dotted names through imports and module-level aliases."""
-
-    def __init__(self, tree: ast.Module) -> None:
-        self.bound: dict[str, str] = {}
-        self.extensions: set[str] = {EXTENSION_MODULE}
-        self.values: dict[str, list[ast.expr]] = {}  # module-level name -> the values assigned to it
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Import):
-                for alias in node.names:
-                    top = alias.name.split(".")[0]
-                    self.bound[alias.asname or top] = alias.name if alias.asname else top
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                for alias in node.names:
-                    self.bound[alias.asname or alias.name] = f"{node.module}.{alias.name}"
-        for node in tree.body:  # `act = torch.relu`, `ext = load_inline(...)`, `cuda_src = "..."`
-            if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
-                name, value = node.targets[0].id, node.value
-                self.values.setdefault(name, []).append(value)
-                if isinstance(value, ast.Call):
-                    if _under(self.resolve(value.func) or "", LOADERS):
-                        self.extensions.add(name)
-                elif (path := self.resolve(value)) is not None:
-                    self.bound.setdefault(name, path)
-
-    def resolve(self, node: ast.AST) -> str | None:
-        """``torch.nn.functional.relu`` for ``F.relu``; None for anything not an imported name's chain."""
-        if isinstance(node, ast.Name):
-            return EXTENSION_MODULE if node.id in self.extensions else self.bound.get(node.id)
-        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
-            importer = node.func.id if isinstance(node.func, ast.Name) else self.resolve(node.func)
-            if importer in ("__import__", "importlib.import_module") and isinstance(node.args[0].value, str):
-                return node.args[0].value  # __import__("os").fork is os.fork
-            return None
-        if isinstance(node, ast.Attribute):
-            base = self.resolve(node.value)
-            return f"{base}.{node.attr}" if base is not None else None
-        return None
-
-
-def forward_path_functions(tree: ast.Module) -> dict[ast.AST, bool]:
-    """Every function and lambda of the module, mapped to whether it is on the forward path.
-
-    Off the path: every ``__init__``, the module-level ``get_inputs``/``get_init_inputs``, and the methods
-    and module functions they reach (``self.reset_parameters()``, ``self.apply(_init_weights)``) that
-    nothing on the path refers to.
-    """
-    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
-    functions: dict[ast.AST, bool] = {n: True for n in ast.walk(tree) if isinstance(n, kinds)}
-    module_level = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
-    methods_of: dict[ast.AST, dict[str, ast.AST]] = {}
-    for cls in (n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)):
-        methods = {m.name: m for m in cls.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))}
-        methods_of.update(dict.fromkeys(methods.values(), methods))
-    roots = [m for m, methods in methods_of.items() if methods.get("__init__") is m]
-    roots += [f for name, f in module_level.items() if name in EXEMPT_FUNCTIONS]
-
-    def targets(function: ast.AST) -> Iterator[ast.AST]:
-        names, attributes = _references(function)
-        yield from (module_level[n] for n in names if n in module_level)
-        methods = methods_of.get(function, {})
-        yield from (methods[a] for a in attributes if a in methods)
-
-    reached, frontier = set(roots), list(roots)
-    while frontier:
-        for target in targets(frontier.pop()):
-            if target not in reached:
-                reached.add(target)
-                frontier.append(target)
-    elsewhere = {t for f in functions if f not in reached for t in targets(f)}
-    for function in reached:
-        functions[function] = function in elsewhere and function not in roots
-    return functions
-
-
-def _references(function: ast.AST) -> tuple[set[str], set[str]]:
-    """(bare names, ``self.<name>`` attributes) that ``function``'s own body refers to."""
-    names, attributes = set(), set()
-    for node in walk_own(function):
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load):
-            names.add(node.id)
-        elif isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == "self":
-            attributes.add(node.attr)
-    return names, attributes
 
 
 class PythonChecker:
@@ -136,6 +47,7 @@ class PythonChecker:
         self.policy = policy
         self.known = tuple(known_files)
         self.found: list[Violation] = []
+        self.cpp_sources: list[CppSource] = []
 
     def flag(self, rule: str, node: ast.AST, what: str) -> None:
         if self.policy.enabled(rule):
@@ -167,6 +79,7 @@ class PythonChecker:
         for function, forward in functions.items():
             if forward:
                 self.forward_path(function)
+        self.values_at_definition(tree)
         if self.policy.enabled("extension_called"):
             self.extension_called(tree, [f for f, forward in functions.items() if forward])
         return self.found
@@ -209,22 +122,24 @@ class PythonChecker:
 
     def module_name(self, node: ast.AST, module: str, verb: str) -> None:
         """Rules on a module or object that is imported or used by its dotted name."""
-        if _under(module, ("model",)) or module.endswith(".Model"):
+        if under(module, ("model",)) or module.endswith(".Model"):
             self.flag("reference_model", node, f"{verb} {module} (the reference model.py)")
-        elif _under(module, V.CONCURRENCY_MODULES) or module in V.CONCURRENCY_NAMES:
+        elif under(module, V.CONCURRENCY_MODULES) or module in V.CONCURRENCY_NAMES:
             self.flag("concurrency", node, f"{verb} {module} (threads and processes belong to the harness)")
-        elif _under(module, V.LOADER_MODULES) or _under(module, V.LOADER_NAMES):
+        elif under(module, V.LOADER_MODULES) or under(module, V.LOADER_NAMES):
             self.flag("binary_loading", node, f"{verb} {module} (a loader or decoder of prebuilt code or data)")
-        elif _under(module, V.INTROSPECTION_MODULES) or _under(module, V.INTROSPECTION_NAMES):
+        elif under(module, V.INTROSPECTION_MODULES) or under(module, V.INTROSPECTION_NAMES):
             self.flag("introspection", node, f"{verb} {module} (reaches into the interpreter's state)")
-        elif _under(module, V.TIMING_NAMES):
+        elif under(module, V.TIMING_NAMES):
             self.flag("patching", node, f"{verb} {module} (timers belong to the harness)")
-        elif _under(module, V.TENSOR_SUBCLASS_NAMES):
+        elif under(module, V.TENSOR_SUBCLASS_NAMES):
             self.flag("tensor_subclass", node, f"{verb} {module} (tensor subclass machinery)")
-        elif _under(module, V.GRAPH_NAMES) and not self.policy.allow_cuda_graphs:
+        elif under(module, V.GRAPH_NAMES) and not self.policy.allow_cuda_graphs:
             self.flag("cuda_graphs", node, f"{verb} {module} (CUDA graphs)")
-        elif _under(module, V.COMPILERS) and not self.compute_ok(module):
+        elif under(module, V.COMPILERS) and not self.compute_ok(module):
             self.flag("torch_compute", node, f"{verb} {module} (torch's compiler would generate the kernels)")
+        elif module.rsplit(".", 1)[-1] in V.MODULE_HOOKS:
+            self.flag("patching", node, f"{verb} {module} (a hook runs code around the forward)")
         if self.policy.denies(module):
             self.flag("denied_name", node, f"{verb} {module}, which the policy's deny list names")
 
@@ -248,12 +163,15 @@ class PythonChecker:
         if node.attr in V.FRAME_ATTRS and not (isinstance(node.value, ast.Name) and node.value.id == "self"):
             self.flag("introspection", node, f"reads .{node.attr} (frames, globals or code objects)")
             return
+        if node.attr in V.MODULE_HOOKS:
+            self.flag("patching", node, f"uses .{node.attr} (a hook runs code around the forward)")
+            return
         path = self.names.resolve(node)
         parent = getattr(node, "_parent", None)
         if path is None or (isinstance(parent, ast.Attribute) and parent.value is node):
             return  # judged as part of the longer name
         called = isinstance(parent, ast.Call) and parent.func is node
-        if _under(path, V.COMPARISON_NAMES) and not called:
+        if under(path, V.COMPARISON_NAMES) and not called:
             self.flag("patching", node, f"takes {path} as a value (comparisons belong to the harness)")
         elif path == "torch.cuda.synchronize" and not called:
             self.flag(
@@ -298,11 +216,11 @@ class PythonChecker:
         build_setting = path == "os.environ.setdefault" and bool(node.args) and _build_variable(node.args[0])
         if path.startswith(V.GLOBAL_SETTING_PREFIXES) and path not in V.TORCH_CREATION and not build_setting:
             self.flag("patching", node, f"calls {path} (changes process-wide settings the baselines do not get)")
-        elif _under(path, V.STREAM_NAMES) and not self.policy.allow_python_streams:
+        elif under(path, V.STREAM_NAMES) and not self.policy.allow_python_streams:
             self.flag("streams", node, f"calls {path} (no CUDA streams in model_new.py under this policy)")
         elif path == "contextlib.suppress" and not self.policy.allow_exception_handling:
             self.flag("exception_fallback", node, "contextlib.suppress (a fallback would hide a failing kernel)")
-        elif _under(path, LOADERS):
+        elif under(path, LOADERS):
             self.loader_call(node, path.rsplit(".", 1)[1])
 
     def loader_call(self, node: ast.Call, loader: str) -> None:
@@ -314,11 +232,21 @@ class PythonChecker:
             if escapes(PurePosixPath("."), constant.value):
                 self.flag("outside_workspace", constant, f'{loader} compiles "{constant.value}"')
         for argument in FLAG_ARGS:
+            previous = ""
             for constant in self._string_nodes(arguments.get(argument)):
-                self.build_flag(constant, argument, constant.value.strip())
+                flag = constant.value.strip()
+                if previous == "-D":
+                    flag = "-D" + flag
+                previous = flag
+                self.build_flag(constant, argument, flag)
 
     def build_flag(self, node: ast.AST, argument: str, flag: str) -> None:
-        if not flag:
+        if not flag or flag == "-D":
+            return
+        if flag.startswith("-D"):  # a macro the sources see: checked (and expanded) with them
+            name, _, value = flag[2:].partition("=")
+            define = f"#define {name} {value if '=' in flag else '1'}\n"
+            self.cpp_sources.append(CppSource(self.path, define, getattr(node, "lineno", 1) - 1))
             return
         if argument in ("extra_include_paths", "build_directory") or flag.startswith(("-I", "-isystem", "-iquote")):
             target = re.sub(r"^(-I|-isystem|-iquote)", "", flag).strip()
@@ -356,7 +284,7 @@ class PythonChecker:
         """Ids of the string constants passed to ``load_inline`` as C++/CUDA sources."""
         found: set[int] = set()
         for node in ast.walk(tree):
-            if isinstance(node, ast.Call) and _under(self.names.resolve(node.func) or "", LOADERS):
+            if isinstance(node, ast.Call) and under(self.names.resolve(node.func) or "", LOADERS):
                 arguments = {k.arg: k.value for k in node.keywords if k.arg}
                 for keyword, position in CPP_SOURCE_ARGS.items():
                     value = arguments.get(keyword, node.args[position] if len(node.args) > position else None)
@@ -379,8 +307,7 @@ class PythonChecker:
         elif value.startswith(("/proc/", "/dev/shm")):
             self.flag("introspection", node, f'the path "{value[:80]}" reads process or shared-memory state')
         elif id(node) in self.cpp_strings or _CPP_HINT_RE.search(value):
-            offset = node.lineno - 1
-            self.found += check_cpp(value, self.path, self.policy, line_offset=offset, known_files=self.known)
+            self.cpp_sources.append(CppSource(self.path, value, node.lineno - 1))
 
     # -- the forward path --------------------------------------------------------------------------
 
@@ -399,12 +326,44 @@ class PythonChecker:
                 if self.policy.denies(*(n for n in (path, method) if n)):
                     self.flag("denied_name", node, f"calls {path or method}, which the policy's deny list names")
 
+    def values_at_definition(self, tree: ast.Module) -> None:
+        """What default arguments, decorators and class bodies hold is evaluated when the module loads and
+        called later: torch functions and modules there (``def forward(self, x, t=torch)``, ``act =
+        torch.relu`` in a class body, ``@torch.autocast(...)``) are judged as on the forward path."""
+        judged: list[tuple[ast.AST, bool]] = []
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+                judged += [(d, False) for d in (*node.args.defaults, *node.args.kw_defaults) if d is not None]
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                judged += [(d, True) for d in node.decorator_list]
+            if isinstance(node, ast.ClassDef):
+                kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+                judged += [(statement, False) for statement in node.body if not isinstance(statement, kinds)]
+        if not self.policy.enabled("torch_compute"):
+            return
+        for root, calls in judged:
+            for sub in _walk_values(root):
+                found = self.flow.compute(sub, set(), set()) if calls or not isinstance(sub, ast.Call) else ()
+                for key, what in found:
+                    if not self.compute_ok(key):
+                        self.flag("torch_compute", sub, what)
+
     def extension_called(self, tree: ast.Module, forward_path: list[ast.AST]) -> None:
         """A ``forward`` that returns a value must reach the extension somewhere on the forward path."""
         forwards = [n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "forward"]
         returning = [f for f in forwards if any(isinstance(n, ast.Return) and n.value for n in walk_own(f))]
         if returning and not any(self.flow.is_extension_call(n) for f in forward_path for n in walk_own(f)):
             self.flag("extension_called", returning[0], "forward returns without calling your extension's kernels")
+
+
+def _walk_values(root: ast.AST) -> Iterator[ast.AST]:
+    """The nodes of an expression or statement, without the bodies of the lambdas in it (judged as functions)."""
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
 
 
 def _build_variable(node: ast.AST) -> bool:
@@ -424,5 +383,9 @@ def _docstrings(tree: ast.Module) -> set[int]:
 
 
 def check_python(source: str, path: str, policy: IntegrityPolicy, known_files: Iterable[str] = ()) -> list[Violation]:
-    """Violations of the Python source ``source`` (workspace path ``path``) under ``policy``."""
-    return PythonChecker(source, path, policy, known_files).run()
+    """Violations of the Python source ``source`` (workspace path ``path``) under ``policy``, with those of
+    the C++ sources it holds (checked on their own; :func:`cudagym.integrity.check_files` checks them with
+    the workspace's kernels)."""
+    checker = PythonChecker(source, path, policy, known_files)
+    found = checker.run()
+    return found + check_cpp_sources(checker.cpp_sources, policy, known_files=known_files)

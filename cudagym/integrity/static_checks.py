@@ -12,9 +12,10 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from pathlib import PurePosixPath
 
-from cudagym.integrity.cpp_checks import check_cpp
+from cudagym.integrity.cpp_checks import check_cpp_sources
+from cudagym.integrity.cpp_preprocess import CppSource
 from cudagym.integrity.policy import RULES, IntegrityPolicy, Violation
-from cudagym.integrity.python_checks import check_python
+from cudagym.integrity.python_checks import PythonChecker
 from cudagym.results import IntegrityFinding
 
 CHECK_PREFIX = "static_"
@@ -34,18 +35,24 @@ def check_files(
 ) -> list[Violation]:
     """Every violation in ``files`` (workspace path -> content), sorted by file and line.
 
-    ``model_new.py`` (any ``.py``) is checked as Python, ``.cu``/``.cuh``/``.cpp``/``.h`` files as C++.
-    ``known_files`` lists the workspace's other paths (fixed files), so that includes of them resolve.
+    ``model_new.py`` (any ``.py``) is checked as Python, ``.cu``/``.cuh``/``.cpp``/``.h`` files as C++, all
+    the C++ together (with the sources model_new.py holds in strings): a macro or declaration of one source
+    holds in the others. ``known_files`` lists the workspace's other paths (fixed files), so that includes
+    of them resolve.
     """
     policy = policy or IntegrityPolicy()
     known = {*known_files, *files}
     found: list[Violation] = []
+    cpp: list[CppSource] = []
     for path, content in files.items():
         suffix = PurePosixPath(path).suffix
         if suffix == ".py":
-            found += check_python(_text(content), path, policy, known)
+            checker = PythonChecker(_text(content), path, policy, known)
+            found += checker.run()
+            cpp += checker.cpp_sources
         elif suffix in CPP_SUFFIXES:
-            found += check_cpp(_text(content), path, policy, known_files=known)
+            cpp.append(CppSource(path, _text(content)))
+    found += check_cpp_sources(cpp, policy, known_files=known)
     order = {path: i for i, path in enumerate(files)}
     unique = {(v.rule, v.path, v.line, v.what): v for v in found}
     rank = list(RULES)

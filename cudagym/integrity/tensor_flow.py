@@ -2,10 +2,13 @@
 
 A light, flow-insensitive analysis: the forward's arguments, the extension's results, parameters and
 buffers set in ``__init__``, torch allocations, and whatever is assigned from them hold tensors; helper
-functions and methods called with a tensor take tensors in those positions. An expression computes with
-torch when it calls a torch (or other library) function outside the allowed creation/view set, calls a
-compute method of a tensor, calls an ``nn`` module, or applies an operator, a comparison or tensor
-indexing to a tensor.
+functions and methods called with a tensor take tensors in those positions (also through ``self.fn =
+self.helper``), and the functions a decorator defines take the decorated forward's tensors. An expression
+computes with torch when it calls a torch (or other library) function outside the allowed creation/view
+set, calls a compute method of a tensor, calls an ``nn`` module (held by ``self``, a class attribute or a
+module-level name), applies an operator, a comparison or tensor indexing to a tensor (also spelled
+``x.__add__(y)`` or ``operator.add(x, y)``), or takes a torch function or module as a value to call later
+(``t=torch`` as a default, ``act = torch.relu`` in a class body).
 """
 
 from __future__ import annotations
@@ -96,6 +99,8 @@ class TensorFlow:
         self.self_modules: set[str] = set()  # self.X holding an nn module or a torch function
         self.self_tensors: set[str] = set()  # self.X holding a tensor or parameter
         self.self_extensions: set[str] = set()  # self.X holding the compiled extension
+        self.self_functions: dict[str, str] = {}  # self.X holding a function or method of the module (its name)
+        self.global_modules: set[str] = set()  # module-level names holding an nn module
         self.params: dict[ast.AST, set[str]] = {}  # function -> parameters that receive tensors
         self._by_name: dict[str, list[ast.AST]] = {}
         for function in functions:
@@ -104,17 +109,26 @@ class TensorFlow:
         self._collect_attributes(tree)
         for function in functions:
             if isinstance(function, ast.FunctionDef) and function.name == "forward":
-                self.params[function] = {a.arg for a in _positional(function)[1:]}
-                self.params[function] |= {a.arg for a in (function.args.vararg, function.args.kwarg) if a}
+                self.params[function] = _parameters(function, skip_first=True)
+        self._decorated(tree)
         self._propagate(functions)
 
     # -- attributes set on self ----------------------------------------------------------------------
 
     def _collect_attributes(self, tree: ast.Module) -> None:
+        """What ``self.X`` holds, from assignments to ``self.X`` anywhere and to ``X`` in a class body (a
+        class attribute is reached as ``self.X`` too); which module-level names hold an nn module."""
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.args:
                 if node.func.attr == "register_buffer" and isinstance(node.args[0], ast.Constant):
                     self.self_tensors.add(str(node.args[0].value))
+                continue
+            if isinstance(node, ast.ClassDef):
+                for statement in node.body:
+                    if isinstance(statement, (ast.Assign, ast.AnnAssign)) and statement.value is not None:
+                        for target in _targets(statement):
+                            if isinstance(target, ast.Name):
+                                self._classify_attribute(target.id, statement.value)
                 continue
             if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.value is None:
                 continue
@@ -122,11 +136,18 @@ class TensorFlow:
                 name = _self_attr(target)
                 if name is not None:
                     self._classify_attribute(name, node.value)
+        for statement in tree.body:
+            if isinstance(statement, ast.Assign) and isinstance(statement.value, ast.Call):
+                if _is_module_class(self.names.resolve(statement.value.func) or ""):
+                    self.global_modules |= {t.id for t in statement.targets if isinstance(t, ast.Name)}
 
     def _classify_attribute(self, name: str, value: ast.AST) -> None:
+        function = _self_attr(value) or (value.id if isinstance(value, ast.Name) else None)
+        if function is not None and function in self._by_name:
+            self.self_functions[name] = function  # self.fn = self.helper: calls of self.fn run helper
         if isinstance(value, ast.Call):
             path = self.names.resolve(value.func) or ""
-            if path.startswith("torch.nn.") and path not in V.NN_PARAMETER_HOLDERS and path[9:10].isupper():
+            if _is_module_class(path):
                 self.self_modules.add(name)
             elif path.startswith("torch."):
                 self.self_tensors.add(name)
@@ -138,6 +159,21 @@ class TensorFlow:
             self.self_extensions.add(name)
         elif path and is_torch_compute_path(path):
             self.self_modules.add(name)
+
+    def _decorated(self, tree: ast.Module) -> None:
+        """A function the module defines and uses as a decorator (``@wrap``, ``@wrap(...)``) replaces what it
+        decorates: the functions it defines take the forward's tensors, and its parameters (the wrapped
+        function) return them."""
+        module_level = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+        for node in ast.walk(tree):
+            for decorator in getattr(node, "decorator_list", ()):
+                target = decorator.func if isinstance(decorator, ast.Call) else decorator
+                if isinstance(target, ast.Name) and target.id in module_level:
+                    kinds = (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)
+                    inner = [f for f in ast.walk(module_level[target.id]) if isinstance(f, kinds)]
+                    names = set().union(*(_parameters(f, skip_first=False) for f in inner)) - {"self", "cls"}
+                    for function in inner:
+                        self.params.setdefault(function, set()).update(names)
 
     # -- tensors flowing into functions ------------------------------------------------------------
 
@@ -154,6 +190,7 @@ class TensorFlow:
 
     def _tensor_arguments(self, call: ast.Call, tensors: set[str]) -> bool:
         callee = call.func.id if isinstance(call.func, ast.Name) else _self_attr(call.func)
+        callee = self.self_functions.get(callee or "", callee)
         changed = False
         for function in self._by_name.get(callee or "", ()):
             params = _positional(function)
@@ -189,7 +226,7 @@ class TensorFlow:
 
     def _is_module(self, node: ast.AST | None, modules: set[str]) -> bool:
         if isinstance(node, ast.Name):
-            return node.id in modules
+            return node.id in modules or node.id in self.global_modules
         if isinstance(node, ast.Subscript):
             return self._is_module(node.value, modules)
         return _self_attr(node) in self.self_modules if node is not None else False
@@ -219,6 +256,8 @@ class TensorFlow:
         if isinstance(node, ast.Call):
             if self.is_extension_call(node) or self._is_module(node.func, set()):
                 return True
+            if isinstance(node.func, ast.Name) and node.func.id in tensors:
+                return True  # the function a decorator wraps returns the forward's result
             path = self.names.resolve(node.func)
             if path is not None:
                 return path in _TENSOR_FACTORIES or path in V.TORCH_VIEWS or is_torch_compute_path(path)
@@ -268,12 +307,43 @@ class TensorFlow:
             elif isinstance(node.ctx, ast.Store) and self.is_tensor(node.value, tensors):
                 yield "index", "writes into a tensor through indexing (torch copies it)"
         elif isinstance(node, (ast.Attribute, ast.Name)) and isinstance(getattr(node, "ctx", None), ast.Load):
-            path = self.names.resolve(node)
-            parent = getattr(node, "_parent", None)
-            is_callee = isinstance(parent, ast.Call) and parent.func is node
-            is_prefix = isinstance(parent, ast.Attribute) and parent.value is node
-            if path and not is_callee and not is_prefix and _computes_as_value(path):
-                yield path, f"takes {path} as a value (a torch function that computes)"
+            yield from self.value(node, tensors)
+
+    def value(self, node: ast.Attribute | ast.Name, tensors: set[str]) -> Iterator[tuple[str, str]]:
+        """Rules on a name or attribute that is read: an operator's method spelled out, the ``operator``
+        module, and torch functions or modules taken as values (to be called later)."""
+        parent = getattr(node, "_parent", None)
+        is_callee = isinstance(parent, ast.Call) and parent.func is node
+        is_prefix = isinstance(parent, ast.Attribute) and parent.value is node
+        if isinstance(node, ast.Attribute) and node.attr in V.DUNDER_OPERATORS:
+            yield f"Tensor.{node.attr}", f"uses .{node.attr} (an operator's method: torch computes it on tensors)"
+            return
+        path = self.names.resolve(node)
+        if not path or is_prefix:
+            return
+        if path.split(".")[0] in V.OPERATOR_MODULES:
+            yield from self._operator(node, path, parent, is_callee, tensors)
+        elif is_callee:
+            return
+        elif _computes_as_value(path):
+            yield path, f"takes {path} as a value (a torch function that computes)"
+        elif path in V.MODULE_VALUES and not _exempt_value(node, path):
+            yield path, f"takes {path} as a value (its functions compute with torch)"
+
+    def _operator(
+        self, node: ast.AST, path: str, parent: ast.AST | None, is_callee: bool, tensors: set[str]
+    ) -> Iterator[tuple[str, str]]:
+        """``operator.add(x, y)`` on tensors, ``functools.reduce(operator.mul, tensors)``, ``f =
+        operator.add``, ``operator.methodcaller("relu")``: operators and methods reached through ``operator``."""
+        name = path.split(".", 1)[1] if "." in path else ""
+        if name in V.OPERATOR_BY_NAME:
+            yield path, f"uses {path} (reaches methods by a name given as data)"
+        elif name in V.OPERATOR_COMPUTE and isinstance(parent, ast.Call):
+            arguments = [*parent.args, *(k.value for k in parent.keywords)]
+            if any(self.is_tensor(a, tensors) for a in arguments if a is not node):
+                yield path, f"applies {path} to a tensor (torch computes it)"
+        elif name in V.OPERATOR_COMPUTE or (not name and not is_callee):
+            yield path, f"takes {path} as a value (an operator to apply later)"
 
     def _call(self, node: ast.Call, tensors: set[str], modules: set[str]) -> Iterator[tuple[str, str]]:
         func = node.func
@@ -288,12 +358,9 @@ class TensorFlow:
                 yield func.id, f"calls {func.id}() on a tensor (torch computes it)"
             return
         if isinstance(func, ast.Name) and func.id == "getattr" and len(node.args) >= 2:
-            owner, attribute = node.args[0], node.args[1]
-            owner_path = self.names.resolve(owner) or ""
-            if self.is_tensor(owner, tensors) or owner_path.startswith("torch"):
-                name = attribute.value if isinstance(attribute, ast.Constant) else None
-                if name is None or name in V.TENSOR_COMPUTE_METHODS or is_torch_compute_path(f"{owner_path}.{name}"):
-                    yield "getattr", "reaches a torch function through getattr (torch computes it)"
+            parent = getattr(node, "_parent", None)
+            called = isinstance(parent, ast.Call) and parent.func is node
+            yield from self._getattr(node.args[0], node.args[1], tensors, called=called)
             return
         if self._is_module(func, modules) or (
             isinstance(func, ast.Attribute)
@@ -313,6 +380,25 @@ class TensorFlow:
                         f"calls the tensor method .{method}() (torch computes it, not your kernel)",
                     )
 
+    def _getattr(
+        self, owner: ast.AST, attribute: ast.AST, tensors: set[str], *, called: bool
+    ) -> Iterator[tuple[str, str]]:
+        """``getattr(torch, "relu")``, ``getattr(operator, name)``, ``getattr(x, "exp")``: judged as the
+        attribute it reaches (called, or as a value); a computed name on a tensor or on a module that
+        computes (torch, ``operator``, numpy, ...) could reach anything."""
+        owner_path = self.names.resolve(owner) or ""
+        name = attribute.value if isinstance(attribute, ast.Constant) and isinstance(attribute.value, str) else None
+        top = owner_path.split(".")[0]
+        if top == "torch" or top in V.OPERATOR_MODULES or top in V.COMPUTE_MODULES:
+            full = f"{owner_path}.{name}"
+            operator = top in V.OPERATOR_MODULES and name in V.OPERATOR_COMPUTE | V.OPERATOR_BY_NAME
+            computes = is_torch_compute_path(full) if called else _computes_as_value(full) or full in V.MODULE_VALUES
+            if name is None or computes or operator:
+                yield "getattr", f"reaches {owner_path}.{name or '<computed name>'} through getattr"
+        elif self.is_tensor(owner, tensors):
+            if name is None or name in V.TENSOR_COMPUTE_METHODS or name in V.DUNDER_OPERATORS:
+                yield "getattr", "reaches a tensor method through getattr (torch computes it)"
+
     def _is_inert_receiver(self, node: ast.AST) -> bool:
         """``self``, ``super()``, strings, the extension and imported modules: receivers of non-tensor methods."""
         if isinstance(node, ast.Name) and node.id in ("self", "cls"):
@@ -327,12 +413,50 @@ class TensorFlow:
 def _computes_as_value(path: str) -> bool:
     if _under(path, _VALUE_MODULES):
         return True
+    if path.startswith(("torch.Tensor.", "torch._C.TensorBase.", "torch._C._TensorBase.")):
+        method = path.rsplit(".", 1)[1]
+        in_place = method.endswith("_") and not method.startswith("_") and method not in V.TENSOR_VIEW_METHODS
+        return method in V.TENSOR_COMPUTE_METHODS or method in V.DUNDER_OPERATORS or in_place
     if not path.startswith("torch.") or path in V.TORCH_CREATION or path in V.TORCH_VIEWS:
         return False
     last = path.rsplit(".", 1)[1]
     module_class = path.startswith("torch.nn.") and last[:1].isupper() and path not in V.NN_PARAMETER_HOLDERS
     compute = last in V.TENSOR_COMPUTE_METHODS | V.ATEN_BARE_COMPUTE and last not in V.DTYPE_NAMES
     return module_class or (path.count(".") == 1 and compute)
+
+
+def _exempt_value(node: ast.AST, path: str) -> bool:
+    """Places where a module or ``torch.Tensor`` as a value computes nothing: ``getattr``/``hasattr``'s
+    object (judged by the getattr rule), ``isinstance``/``issubclass``/``type(x) is torch.Tensor``, and
+    annotations."""
+    parent = getattr(node, "_parent", None)
+    while isinstance(parent, (ast.Tuple, ast.List)):
+        node, parent = parent, getattr(parent, "_parent", None)
+    if isinstance(parent, ast.Call) and isinstance(parent.func, ast.Name):
+        if parent.func.id in ("getattr", "hasattr") and parent.args[:1] == [node]:
+            return True
+        if parent.func.id in ("isinstance", "issubclass"):
+            return path == "torch.Tensor"
+    if isinstance(parent, ast.Compare) and path == "torch.Tensor":
+        return all(isinstance(op, (ast.Is, ast.IsNot, ast.Eq, ast.NotEq)) for op in parent.ops)
+    child = node
+    while parent is not None and not isinstance(parent, ast.stmt):
+        child, parent = parent, getattr(parent, "_parent", None)
+    return isinstance(parent, ast.AnnAssign) and parent.annotation is child
+
+
+def _is_module_class(path: str) -> bool:
+    """Whether calling ``path`` builds a ``torch.nn`` module (``nn.ReLU()``), not a parameter holder."""
+    last = path.rsplit(".", 1)[-1]
+    return path.startswith("torch.nn.") and last[:1].isupper() and path not in V.NN_PARAMETER_HOLDERS
+
+
+def _parameters(function: ast.AST, *, skip_first: bool) -> set[str]:
+    """A function's parameter names (without ``self`` when ``skip_first``)."""
+    args = function.args
+    positional = [a.arg for a in (*args.posonlyargs, *args.args)]
+    rest = [a.arg for a in (args.vararg, args.kwarg) if a] + [a.arg for a in args.kwonlyargs]
+    return set(positional[1:] if skip_first else positional) | set(rest)
 
 
 def _slices(node: ast.AST) -> list[ast.AST]:

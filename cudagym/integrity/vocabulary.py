@@ -229,32 +229,205 @@ NN_PARAMETER_HOLDERS = _words(
 PARAMETER_ATTR_HINTS = ("weight", "bias", "running_", "in_proj", "out_proj")
 """Attributes of an ``nn`` module that are tensors (``self.linear.weight``); others (``eps``) are scalars."""
 
+DUNDER_OPERATORS = frozenset(
+    f"__{name}__"
+    for name in """
+    add radd iadd sub rsub isub mul rmul imul matmul rmatmul imatmul truediv rtruediv itruediv floordiv rfloordiv
+    ifloordiv mod rmod imod pow rpow ipow lshift rlshift ilshift rshift rrshift irshift and rand iand or ror ior xor
+    rxor ixor neg pos abs invert lt le gt ge eq ne getitem setitem delitem round trunc floor ceil divmod rdivmod
+    array dlpack
+    """.split()
+)
+"""An operator's method spelled out (``x.__add__(y)``, ``type(x).__mul__``): the operator, which torch computes."""
+
+OPERATOR_MODULES = _words("operator _operator")
+OPERATOR_COMPUTE = (
+    _words(
+        """
+    add sub mul matmul truediv floordiv mod pow neg pos abs invert inv lshift rshift and_ or_ xor iadd isub imul
+    imatmul itruediv ifloordiv imod ipow ilshift irshift iand ior ixor lt le gt ge eq ne getitem setitem delitem
+    concat iconcat
+    """
+    )
+    | DUNDER_OPERATORS
+)
+"""``operator`` functions that apply an operator (``operator.add(x, y)``, ``functools.reduce(operator.mul, ...)``):
+on tensors, torch computes them (on shapes and numbers they are fine)."""
+OPERATOR_BY_NAME = _words("attrgetter methodcaller")
+"""``operator`` helpers that reach attributes or methods by a name given as data (like ``getattr``)."""
+
+MODULE_VALUES = _words(
+    """
+    torch torch.nn torch.nn.modules torch._C torch._C._VariableFunctions torch._refs torch._prims torch._decomp
+    torch._ops torch.sparse torch.nested torch.masked torch.distributions torch.Tensor torch._tensor
+    """
+)
+"""Modules (and the tensor class) whose attributes compute: passed around as a value (``def forward(self, x,
+t=torch)``), any of their functions could be called. ``torch.Tensor`` is fine in ``isinstance`` and
+annotations."""
+
+MODULE_HOOKS = _words(
+    """
+    register_forward_hook register_forward_pre_hook register_full_backward_hook register_full_backward_pre_hook
+    register_backward_hook register_hook register_post_accumulate_grad_hook register_module_forward_hook
+    register_module_forward_pre_hook register_module_full_backward_hook register_module_full_backward_pre_hook
+    register_module_backward_hook register_module_buffer_registration_hook register_module_module_registration_hook
+    register_module_parameter_registration_hook register_multi_grad_hook register_state_dict_pre_hook
+    register_load_state_dict_pre_hook register_load_state_dict_post_hook _register_state_dict_hook
+    _register_load_state_dict_pre_hook saved_tensors_hooks save_on_cpu disable_saved_tensors_hooks _forward_hooks
+    _forward_pre_hooks _backward_hooks _backward_pre_hooks _global_forward_hooks _global_forward_pre_hooks
+    _global_backward_hooks _state_dict_hooks _load_state_dict_pre_hooks
+    """
+)
+"""Module, tensor and autograd hooks (and the dictionaries that hold them): code that runs around the
+forward, outside what the checks judge as its path."""
+
+INIT_APPLIERS = _words("apply")
+"""Methods that call the function they are given right away (``self.apply(init_weights)`` in ``__init__``)."""
+
 COMPILERS = ("torch.compile", "torch.jit.script", "torch.jit.trace", "torch._dynamo", "torch._inductor", "torch.fx",
              "torch.export")  # fmt: skip
 """torch's own compilers: the code they generate is torch's, not the agent's (flagged anywhere in the file)."""
 
 # -- C++ / CUDA ----------------------------------------------------------------------------------------
 
-ATEN_NAMESPACES = _words("at torch")
+ATEN_NAMESPACES = _words("at torch c10")
+"""The heads of ATen's, torch's and c10's qualified names (after namespace aliases are resolved)."""
+
 ATEN_ALLOWED_CALLS = _words(
     """
     empty empty_like empty_strided zeros zeros_like ones ones_like full full_like from_blob scalar_tensor
     getCurrentCUDAStream getDefaultCUDAStream getCurrentDeviceProperties getDeviceProperties current_device
     device_count device_of elementSize toString isFloatingType isComplexType isIntegralType get_num_threads
-    get_thread_num parallel_for parallel_reduce typeMetaToScalarType
+    get_thread_num parallel_for parallel_reduce typeMetaToScalarType dtype device layout memory_format
+    requires_grad ceil_div divup irange str multiply_integers fromIntArrayRefSlow make_optional value_or
     """
 )
-"""``at::``/``torch::`` functions a binding may call: allocation, stream and device queries, ATen's own
-thread-pool loop (the CPU counterpart of a kernel launch)."""
+"""``at::``/``torch::``/``c10::`` functions a binding may call: allocation, tensor options, stream and device
+queries, integer helpers, ATen's own thread-pool loop (the CPU counterpart of a kernel launch)."""
 
-ATEN_FORBIDDEN_NAMESPACES = _words("native nn jit autograd functional _ops linalg special fft blas cudnn")
-"""Namespaces under ``at::``/``torch::`` that hold compute, whatever the function's name."""
+ATEN_ALLOWED_VALUES = _words(
+    """
+    nullopt nullopt_t optional complex string_view numeric_limits opmath_type acc_type in_place irange
+    scalar_value_type
+    """
+)
+"""Lowercase ``at::``/``c10::`` names that are types or constants, not functions (``c10::optional<T>``)."""
+
+AT_CUDA_ALLOWED = _words(
+    """
+    getCurrentCUDAStream getDefaultCUDAStream getStreamFromPool getStreamFromExternal getCurrentDeviceProperties
+    getDeviceProperties current_device device_count getNumGPUs warp_size set_device device_synchronize
+    stream_synchronize getCurrentCUDABlasHandle getCurrentCUDABlasLtHandle getCurrentCUDASolverDnHandle
+    getCurrentCUDASparseHandle memcpy_and_sync
+    """
+)
+"""What a binding may use of ``at::cuda::``/``c10::cuda::`` besides its types (``CUDAGuard``): streams and
+device queries. The rest of ``at::cuda::`` (``at::cuda::relu``, the direct CUDA kernels) computes."""
+
+ATEN_FORBIDDEN_NAMESPACES = _words(
+    """
+    native nn jit autograd functional _ops linalg special fft blas cudnn cpu meta redispatch compositeexplicitautograd
+    compositeimplicitautograd compositeexplicitautogradnonfunctional compositeimplicitautogradnestedtensor
+    functionalization sparse sparse_csr nested mkldnn mps xpu quantized cub optim data lazy inductor aot_inductor
+    dynamo ops _refs Dispatcher OperatorHandle TypedOperatorHandle OperatorName
+    """
+)
+"""Namespaces and classes under ``at::``/``torch::``/``c10::`` that compute, whatever the function's name:
+ATen's kernels for one backend (``at::cpu::``, ``at::native::``), operator entry points (``at::_ops::``), the
+dispatcher (``c10::Dispatcher::singleton().findSchemaOrThrow(...)``), TorchScript, autograd and ``nn``."""
+
+ATEN_PATCHING_NAMES = _words(
+    """
+    impl tracer profiler DispatchKey DispatchKeySet LocalDispatchKeySet ExcludeDispatchKeyGuard
+    IncludeDispatchKeyGuard ForceDispatchKeyGuard AutoDispatchBelowAutograd AutoDispatchBelowADInplaceOrView
+    AutoDispatchSkipFunctionalize AutoNonVariableTypeMode RecordFunction RecordFunctionGuard
+    DisableRecordFunctionGuard RecordFunctionCallback addThreadLocalCallback addGlobalCallback removeCallback
+    clearCallbacks clearGlobalCallbacks clearThreadLocalCallbacks enableRecordFunction ThreadLocalState
+    ThreadLocalStateGuard ThreadLocalDebugInfo DebugInfoGuard CUDACachingAllocator CachingAllocator SetAllocator
+    SetCPUAllocator setAllocator globalContext Library RegisterOperators CppFunction KernelFunction BoxedKernel
+    OperatorKernel PythonTorchFunctionTLS TorchDispatchModeTLS PythonDispatcherTLS SafePyObject PyInterpreter
+    DispatchKeyExtractor
+    """
+)
+"""Dispatch keys and their guards, the profiler's record functions, allocators, operator registration and
+torch's global context: what changes which kernels run or what the run-time checks observe."""
+
+ATEN_CONCURRENCY_NAMES = _words("set_num_threads set_num_interop_threads launch intraop_launch intraop_launch_future")
+"""``at::`` functions that change ATen's thread pools or run work on them."""
+
+ATEN_LOADER_NAMES = _words("load pickle_load pickle_save save serialize")
+"""``torch::`` functions that read (or write) serialized tensors and modules."""
+
+ATEN_PYTHON_NAMES = _words("python utils THPVariable_Wrap THPVariable_Unpack")
+"""``torch::`` parts that reach the Python interpreter."""
+
+PYBIND_ALLOWED = _words(
+    "module_ module arg arg_v kw_only pos_only call_guard gil_scoped_release return_value_policy overload_cast const_ "
+    "none doc name literals"
+)
+"""What a binding needs of pybind11: the module it defines functions on (``m.def``), argument names and
+defaults (``py::arg("eps") = 1e-5``, ``py::none()``), overload selection and releasing the GIL. Tensors,
+scalars and ``std::tuple``/``std::vector`` of them are converted by pybind11's casters without naming any
+pybind11 type. Everything else (``py::object``, ``py::module_::import``, ``py::eval``, ``py::exec``,
+``py::globals``, ``py::cast``, ``py::print``, ...) reaches Python objects and code."""
+
+PYBIND_BARE = _words(
+    """
+    object handle function cpp_function module_ module eval exec eval_file globals cast reinterpret_borrow
+    reinterpret_steal getattr setattr hasattr delattr isinstance print dict list tuple str bytes bool_ int_ float_
+    capsule iterator iter len repr type make_tuple array array_t buffer buffer_info gil_scoped_acquire
+    error_already_set detail
+    """
+)
+"""pybind11 names refused when ``using namespace pybind11`` lets them appear unqualified."""
+
+PYBIND_MEMBERS = _words("attr import reload add_object")
+"""Member functions of pybind11 objects that reach Python attributes or import modules (``m.attr("x")``)."""
+
+PYBIND_MACRO_PREFIXES = ("PYBIND11_OVERRIDE", "PYBIND11_OVERLOAD", "PYBIND11_EMBEDDED_MODULE")
+"""pybind11 macros that call Python overrides or embed an interpreter."""
+
+PYTHON_API_RE = (
+    r"^_?Py(_\w+|[A-Z][A-Za-z0-9]*_\w+|[A-Z][A-Za-z0-9]*(Object|State|Def|Type|Frame|Config|Status)\w*)$|^THP[A-Z]\w*$"
+)
+"""The Python C API (``PyObject_Call``, ``PyImport_ImportModule``, ``PyRun_SimpleString``, ``PyEval_GetGlobals``,
+``Py_Initialize``, ``PyObject``) and torch's Python wrappers (``THPVariable_Wrap``)."""
+
+DISPATCH_MEMBERS = _words("typed callBoxed redispatch redispatchBoxed findSchema findSchemaOrThrow findOp")
+"""Member functions of dispatcher handles (``op.typed<...>().call(x)`` runs an ATen operator)."""
+
+CPP_REGISTRATION_PREFIXES = ("TORCH_LIBRARY", "REGISTER_DISPATCH", "REGISTER_ARCH_DISPATCH", "REGISTER_AVX",
+                             "REGISTER_NO_CPU_DISPATCH", "ALSO_REGISTER_AVX", "C10_REGISTER", "REGISTER_ALLOCATOR",
+                             "TORCH_REGISTER")  # fmt: skip
+"""Macros that register operator kernels, dispatch stubs or allocators with torch (``TORCH_LIBRARY_IMPL(aten,
+CPU, m) { m.impl("allclose", ...); }`` would replace the comparison itself)."""
+
+AOTI_PREFIX = "aoti_torch_"
+"""torch's C shim (``aoti_torch_cpu_relu``): ATen compute reached through ``extern "C"``."""
+
+C_MATH_NAMES = _words(
+    """
+    abs acos asin atan atan2 ceil cos cosh erf erfc exp exp2 expm1 floor fmax fmin fmod frexp hypot ldexp lgamma
+    log log10 log1p log2 max min pow round sin sinh sqrt tan tanh trunc copysign nextafter remainder sign
+    """
+)
+"""Math functions C, C++ and CUDA define for scalars: unqualified, they are not taken for ATen's."""
 
 CPP_TENSOR_COMPUTE_METHODS = (TENSOR_COMPUTE_METHODS - _words("all any type int float double long short char")) | (
-    _words("index index_put_ fill_ zero_ copy_ add_ sub_ mul_ div_ clamp_ relu_ exp_ masked_fill_ normal_ uniform_")
+    _words(
+        "index index_put_ fill_ zero_ copy_ add_ sub_ mul_ div_ clamp_ relu_ exp_ masked_fill_ normal_ uniform_ "
+        "backward toType toBackend"
+    )
 )
 """Tensor methods a binding may not call (``.sum()``, ``.mm()``, ``.fill_()``; cooperative groups'
-``.any()``/``.all()`` and C++ casts are not tensor methods and stay allowed)."""
+``.any()``/``.all()`` and C++ casts are not tensor methods and stay allowed). Any other method whose name
+ends in ``_`` (an in-place op) counts too, except the view and metadata ones. The solution's own objects
+(``acc.max(a, b)`` on its own ``struct Acc``, ``Vectorized`` values) are not tensors, and ``zero_``/``fill_``
+are allowed on a tensor the binding allocated itself."""
+
+CPP_NON_COMPUTE_IN_PLACE = _words("resize_ resize_as_ requires_grad_ set_requires_grad unsafe_set_")
+"""In-place tensor methods (``_`` at the end) that change metadata only."""
 
 ATEN_BARE_COMPUTE = _words(
     """
@@ -263,7 +436,8 @@ ATEN_BARE_COMPUTE = _words(
     argmin topk sort
     """
 )
-"""Compute functions recognised without a namespace after ``using namespace at``/``torch``."""
+"""Compute functions recognised without a namespace after ``using namespace at``/``torch`` (with the
+tensor compute methods that C and CUDA math do not also define)."""
 
 CPP_CONCURRENCY = _words(
     """
@@ -274,6 +448,18 @@ CPP_CONCURRENCY = _words(
 )
 CPP_STD_CONCURRENCY = _words("thread jthread async system")
 """``std::`` members that start threads or processes."""
+
+CPP_SIGNALS = _words(
+    "signal sigaction alarm setitimer timer_create kill tgkill tkill pthread_kill clone3 unshare setns"
+)
+"""Signals, timers that send them, and new processes or namespaces."""
+
+CPP_SYSCALLS = _words("syscall __syscall _syscall syscall_cp")
+CPP_SYSCALL_PREFIXES = ("SYS_", "__NR_")
+"""``syscall()`` and the numbers it takes: the kernel reached directly, past every named function."""
+
+CPP_INTROSPECTION = _words("ptrace process_vm_readv process_vm_writev")
+"""Reading or writing another process's memory (the reference process holds the expected outputs)."""
 
 CPP_STREAM_CREATION = _words(
     """
@@ -287,7 +473,10 @@ CPP_GRAPH_PREFIXES = ("cudaGraph", "cuGraph", "cudaStreamBeginCapture", "cudaStr
 CPP_LOADERS = _words(
     """
     dlopen dlmopen dlsym dlvsym LoadLibrary LoadLibraryA LoadLibraryW GetProcAddress __cudaRegisterFatBinary
-    __cudaRegisterFatBinaryEnd __fatbinwrap fatbinData incbin
+    __cudaRegisterFatBinaryEnd __fatbinwrap fatbinData incbin cuGetProcAddress cuGetProcAddress_v2
+    cudaGetDriverEntryPoint cudaGetDriverEntryPointByVersion __libc_dlsym __libc_dlopen_mode _dl_sym dladdr
+    dladdr1 dlinfo dl_iterate_phdr memfd_create mprotect pkey_mprotect PROT_EXEC _GLOBAL_OFFSET_TABLE_ _DYNAMIC
+    link_map _r_debug r_debug fexecve execveat
     """
 )
 CPP_LOADER_PREFIXES = ("cuModuleLoad", "cuLibraryLoad", "cudaLibraryLoad", "cuLinkAdd", "cuLinkCreate",
@@ -333,10 +522,73 @@ VENDOR_LIBRARIES: tuple[tuple[str, str, str], ...] = (
     ("cutensor", "cuTENSOR", ""),
     ("nccl", "NCCL", ""),
     ("mkl_", "MKL", ""),
+    ("MKL_", "MKL", ""),
     ("dnnl", "oneDNN", ""),
+    ("mkldnn", "oneDNN", ""),
+    ("ideep", "oneDNN", ""),
+    ("openblas_", "OpenBLAS", ""),
+    ("goto_set_num_threads", "OpenBLAS", ""),
+    ("bli_", "BLIS", ""),
+    ("LAPACKE_", "LAPACK", ""),
+    ("lapack_", "LAPACK", ""),
+    ("libxsmm_", "LIBXSMM", ""),
+    ("armpl_", "Arm PL", ""),
+    ("xnn_", "XNNPACK", ""),
+    ("pytorch_qnnp_", "QNNPACK", ""),
+    ("qnnp_", "QNNPACK", ""),
+    ("nnp_", "NNPACK", ""),
+    ("magma", "MAGMA", ""),
+    ("fbgemm", "FBGEMM", ""),
+    ("Eigen", "Eigen", ""),
 )
 """Library identifiers: cuBLAS (GEMM only) and cuDNN (convolution only) when the policy allows them, the
 others never unless the allow list names them."""
+
+BLAS_RE = (
+    r"^(?:cblas_|f77_|blas_|mkl_|mkl_cblas_)?"
+    r"(?:(?:[sdcz]|sc|dz|cs|zd|sds|ds|i[sdcz])(?:rotg|rotmg|rotm|rot|swap|scal|copy|axpy|axpby|dot|dotu|dotc|nrm2"
+    r"|asum|amax|amin)"
+    r"|[sdcz](?:gemv|gbmv|hemv|hbmv|hpmv|symv|sbmv|spmv|trmv|tbmv|tpmv|trsv|tbsv|tpsv|geru|gerc|ger|her2|her|hpr2|hpr"
+    r"|syr2|syr|spr2|spr)"
+    r"|(?:[sdcz]|sb|sh|h|bf16|hs|hh)(?:gemm3m|gemmt|gemm|symm|hemm|syr2k|syrk|her2k|herk|trmm|trsm|omatcopy|imatcopy"
+    r"|omatadd)"
+    r"|gemm_(?:s8u8s32|s16s16s32|bf16bf16f32|f16f16f32|e5m2e5m2f32)"
+    r"|[sdcz](?:gesv|getrf|getrs|getri|potrf|potrs|potri|geqrf|orgqr|ungqr|gesvd|gesdd|syevd|syev|heevd|heev|geev"
+    r"|gelsd|gels|trtrs|trtri|sytrf|hetrf))"
+    r"(?:_batch(?:_strided)?|_pack(?:_get_size)?|_compute|_alloc|_free|_64|64)?_*$"
+)
+"""BLAS and LAPACK routines under every spelling: Fortran (``sgemm_``, ``SGEMM``), CBLAS (``cblas_sgemm``), MKL
+and OpenBLAS extensions (``cblas_sgemm_batch``, ``sbgemm_``, ``cblas_gemm_s8u8s32``), ILP64 (``sgemm_64_``).
+Matched without regard to case; names the solution defines itself are its own."""
+
+VML_RE = (
+    r"^v[ms]?[sdcz](?:Add|Sub|Mul|Div|Sqr|Sqrt|InvSqrt|Exp|Expm1|Exp2|Ln|Log10|Log1p|Log2|Pow|Powx|Tanh|Sinh|Cosh|Sin"
+    r"|Cos|Tan|Erf|Erfc|ErfInv|Abs|Inv|Cbrt|Hypot|Atan2|Fmax|Fmin|MaxMag|MinMag|Floor|Ceil|Round|Trunc|CdfNorm"
+    r"|SinCos|LGamma|TGamma|LinearFrac)$"
+)
+"""MKL's vector math functions (``vsExp``, ``vdTanh``, ``vmsAdd``)."""
+
+ASM_FILE_DIRECTIVES = _words("incbin include")
+ASM_DATA_DIRECTIVES = _words(
+    """
+    byte 2byte 4byte 8byte word hword short int long quad octa ascii asciz string string8 string16 string32
+    string64 float single double dc ds fill zero skip space sleb128 uleb128 base64 reloc inst insn
+    """
+)
+ASM_SYMBOL_DIRECTIVES = _words(
+    """
+    section pushsection popsection previous subsection text data bss globl global weak weakref symver set equ equiv
+    eqv comm lcomm protected hidden internal macro irp irpc rept altmacro purgem org
+    """
+)
+"""Assembler directives that pull files in (``.incbin``), emit raw code or data (``.byte``), or define symbols
+and sections (``.globl clock_gettime``); inline PTX needs none of them (its ``.reg``/``.shared`` are fine)."""
+
+ASM_SYSCALL_RE = r"\b(?:syscall|sysenter|int\s+\$?0x80|svc\s+#?0)\b"
+"""Instructions that enter the kernel."""
+
+SYMBOL_ATTRIBUTES = _words("alias weakref ifunc symver")
+"""Attributes that bind a declaration to another symbol (``__attribute__((weakref("dlsym")))``)."""
 
 CUBLAS_SUPPORT = _words(
     """

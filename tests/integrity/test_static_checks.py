@@ -12,7 +12,8 @@ import pytest
 from cudagym_testing import relu_solution
 
 from cudagym.integrity import RULES, IntegrityPolicy, check_files, run_static_checks, violation_message
-from cudagym.integrity.cpp_checks import lex
+from cudagym.integrity.cpp_preprocess import MacroTable, Unexpandable, expand, finish
+from cudagym.integrity.cpp_tokens import code, lex, splice, unescape
 from cudagym.workspace import FIXED_FILES
 
 TESTS = Path(__file__).resolve().parents[1]
@@ -40,9 +41,11 @@ def rules(files: dict[str, str], policy: IntegrityPolicy | None = None) -> set[s
 
 
 def test_every_builtin_solution_is_found() -> None:
+    """Both backends' solutions are checked: every one of the 36 tasks has a cpu solution, 32 a cuda one."""
     cpu = [s for s in SOLUTIONS if s.name == "cpu"]
     cuda = [s for s in SOLUTIONS if s.name == "cuda"]
     assert (len(cpu), len(cuda)) == (36, 32)
+    assert {s.parents[1].name for s in cpu} >= {s.parents[1].name for s in cuda}
 
 
 @pytest.mark.parametrize("folder", SOLUTIONS, ids=lambda p: f"{p.parents[1].name}-{p.name}")
@@ -258,8 +261,125 @@ def test_embedded_binaries_are_found() -> None:
     blob = "QUJD" * 100
     assert rules({"model_new.py": f"import cuda_extension\nDATA = '{blob}'\n"}) == {"binary_loading"}
     assert rules({"model_new.py": "X = b'\\x7fELF' + b'0' * 80\n"}) == {"binary_loading"}
-    table = "const unsigned char k[] = {" + ", ".join(["0x7f"] * 600) + "};"
+    table = "const unsigned char k[] = {" + ", ".join(["0x7f"] * 2000) + "};"  # xxd -i output
     assert rules({"kernels/t.h": table}) == {"binary_loading"}
+    elf = "static const unsigned char k[] = {0x7f, 0x45, 0x4c, 0x46, 0x02, 0x01};"  # small, but an ELF header
+    assert rules({"kernels/t.h": elf}) == {"binary_loading"}
+    pieces = "static const char* k[] = {" + ", ".join([f'"{blob[:200]}"'] * 8) + "};"  # a blob cut into strings
+    assert rules({"kernels/t.h": pieces}) == {"binary_loading"}
+    assert rules({"kernels/t.h": f'const char* k = "{blob[:200]}" "{blob[:200]}";'}) == {"binary_loading"}
+
+
+def test_numeric_tables_are_not_binaries() -> None:
+    floats = "static const float t[4096] = {" + ", ".join(f"{i / 7:.5f}f" for i in range(4096)) + "};"
+    ints = "static const int t[8192] = {" + ", ".join(str(i * 37 % 100003) for i in range(8192)) + "};"
+    nested = "static const float t[64][64] = {" + ", ".join("{" + ", ".join(["1.5f"] * 64) + "}" for _ in range(64))
+    popcount = "static const unsigned char t[256] = {" + ", ".join(str(bin(i).count("1")) for i in range(256)) + "};"
+    for table in (floats, ints, nested + "};", popcount):
+        assert rules({"kernels/t.h": table}) == set(), table[:60]
+    huge = "static const float t[] = {" + ", ".join(["0.5f"] * 70000) + "};"
+    assert rules({"kernels/t.h": huge}) == {"binary_loading"}
+
+
+# -- the translation phases before the rules (cpp_tokens, cpp_preprocess) ----------------------------------------
+
+
+def expanded(source: str) -> list[str]:
+    """The code (directives left out) of ``source`` after every phase, once per combination of macro
+    definitions."""
+    tokens = lex(source)
+    table = MacroTable()
+    table.add_source(tokens)
+    combos = table.choices(tokens, 64)
+    assert combos is not None
+    return [" ".join(t.spelling() for _, t in code(finish(expand(tokens, table, c, 10_000)))) for c in combos]
+
+
+def test_line_splices_join_identifiers_and_keep_line_numbers() -> None:
+    assert splice("dl\\\nsym();\nx;") == "dlsym();\n\nx;"
+    assert splice("a \\  \nb") == "a b\n"  # GCC also splices a backslash followed by blanks
+    tokens = lex('int k;\nvoid* p = dl\\\nsym(h, "x");\nint after;\n')
+    lines = {t.text: t.line for t in tokens if t.kind == "id"}
+    assert (lines["dlsym"], lines["h"], lines["after"]) == (2, 2, 4)
+    assert [t.text for t in lex("// a comment \\\ndlsym(h);\nok;")] == ["ok", ";"]  # the splice ends the comment late
+
+
+def test_trigraphs_digraphs_and_universal_names_are_normalised() -> None:
+    assert [t.text for t in lex("??=define X dl??=??=sym")][:2] == ["#", "define"]
+    assert [t.text for t in lex("%:define P(a, b) a%:%:b")][:2] == ["#", "define"]
+    assert "##" in [t.text for t in lex("%:define P(a, b) a%:%:b")]
+    assert lex("dl\\u0073ym(h);")[0].text == "dlsym"
+    assert lex("/**/ #define X 1")[0].kind == "hash"  # a directive after a comment
+
+
+def test_string_literals_are_decoded_and_joined() -> None:
+    assert unescape('\\x2eincbin \\056x \\n\\"') == '.incbin .x \n"'
+    (joined,) = finish(lex('".inc" "bin" u8"x"'))
+    assert joined.kind == "str" and joined.decoded() == ".incbinx"
+    raw = finish(lex('R"(\\x2e)"'))[0]
+    assert raw.decoded() == "\\x2e"  # a raw string's escapes are not escapes
+
+
+def test_macros_expand_like_the_preprocessor() -> None:
+    assert expanded("#define F(a, b) a##b\nF(dl, sym)(h);")[0].endswith("dlsym ( h ) ;")
+    assert expanded('#define S(x) #x\nasm(S(.incbin "k"));')[0].endswith('asm ( ".incbin \\"k\\"" ) ;')
+    assert expanded("#define NS at\nNS::relu(x);")[0].endswith("at :: relu ( x ) ;")
+    assert expanded("#define V(...) f(__VA_ARGS__)\nV(1, 2);")[0].endswith("f ( 1 , 2 ) ;")
+    assert expanded("#define O(a, ...) g(a __VA_OPT__(,) __VA_ARGS__)\nO(1); O(1, 2);")[0].endswith(
+        "g ( 1 ) ; g ( 1 , 2 ) ;"
+    )
+    assert expanded("#define foo foo bar\n#define a b\n#define b a\nfoo; a b;")[0].endswith("foo bar ; a b ;")
+    assert expanded("#define CAT(a, b) a ## b\n#define X CAT(dl, sym)\nX;")[0].endswith("dlsym ;")
+
+
+def test_every_definition_of_a_conditional_macro_is_expanded() -> None:
+    source = "#ifdef A\n#define F foo\n#else\n#define F dl##sym\n#endif\nF(h);"
+    results = expanded(source)
+    assert len(results) == 2 and any(r.endswith("foo ( h ) ;") for r in results)
+    assert any(r.endswith("dlsym ( h ) ;") for r in results)
+
+
+def test_pragma_operator_becomes_a_directive() -> None:
+    tokens = finish(lex('_Pragma("omp parallel num_threads(4)")\nint x;'))
+    assert [t.kind for t in tokens[:2]] == ["hash", "id"] and tokens[1].text == "pragma"
+    assert "num_threads" in [t.text for t in tokens]
+    with pytest.raises(Unexpandable):
+        finish(lex("_Pragma(P)"))
+
+
+def test_what_cannot_be_expanded_is_refused() -> None:
+    for source in (
+        "#define F(a) a\nint x = F(1;",  # unterminated arguments
+        "#define F(a, b) a\nint x = F(1, 2, 3);",  # too many arguments
+        "#define A(x) x x\n#define B(x) A(A(A(A(x))))\nB(B(B(B(B(z)))));",  # past the expansion budget
+        "".join(f"#ifdef X{i}\n#define M{i} a\n#else\n#define M{i} b\n#endif\n" for i in range(6))
+        + " ".join(f"M{i}" for i in range(6)),  # 64 combinations of definitions
+        'asm(C10_STRINGIZE(.incbin "k"));',  # an asm text a toolkit macro would build
+        "_Pragma(P)",
+    ):
+        assert rules({"kernels/k.cpp": source}) == {"checkable"}, source
+
+
+def test_macros_of_one_source_expand_in_another() -> None:
+    files = {
+        "kernels/util.h": "#define CAT(a, b) a##b\n",
+        "kernels/k.cpp": '#include "util.h"\nvoid* p = CAT(dl, sym);',
+    }
+    (violation,) = check_files(files, known_files=FIXED_FILES)
+    assert (violation.rule, violation.path, violation.line) == ("binary_loading", "kernels/k.cpp", 2)
+    assert "through macro CAT" in violation.what
+
+
+def test_load_inline_define_flags_are_macros_of_its_sources() -> None:
+    source = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        'm = load_inline("m", cpp_sources="void* f(void* h) { return F(dl, sym)(h, \\"x\\"); }", '
+        'extra_cflags=["-D", "F(a,b)=a##b"])\n'
+    )
+    assert rules({"model_new.py": source}) == {"binary_loading"}
+    honest = source.replace("F(dl, sym)(h, ", "g(h, ").replace('"-D", "F(a,b)=a##b"', '"-DNDEBUG", "-DX=1"')
+    assert rules({"model_new.py": honest}) == set()
+    assert rules({"model_new.py": honest.replace("-DX=1", "-DG=dlopen")}) == {"binary_loading"}
 
 
 def test_lexer_keeps_strings_and_lines() -> None:
