@@ -4,7 +4,9 @@ Every translation unit's object is cached under a hash of everything that can ch
 flags, the file, every header of the workspace); a whole build is cached under the hash of its
 objects and link flags. Binding files (those including torch headers) are compiled against a
 precompiled header of the torch binding headers, built once per toolchain. Compilers run in parallel
-with the C locale, in a fresh directory, under a timeout; they never run the agent's code.
+with the C locale, in a fresh directory, under a timeout; they never run the agent's code. Where the machine
+allows it they run in the compiler sandbox (``cudagym.compiler_sandbox``): a private root that shows the toolchain,
+the workspace and the cache folders each command needs, nothing else, and no network (``Builder.isolation``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,11 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Literal
 
+from cudagym import compiler_jail
 from cudagym.backends import Backend, Toolchain, find_toolchain
+from cudagym.compiler_sandbox import CompilerIsolation, CompilerSandbox
 from cudagym.results import CompileResult, KernelResources, Stage, Status
 from cudagym.text import clean
 from cudagym.workspace import TEMPLATES, Workspace
@@ -64,6 +69,9 @@ class BuildOptions:
     # it also serves an edit that changes no preprocessed token (a comment), which the object cache cannot
     ccache: bool = True
     diagnostics_chars: int = 12000
+    # the compiler sandbox (cudagym.compiler_sandbox): True or "auto": wherever the machine allows it (else the
+    # compiler runs with the user's reach, and Builder.isolation.notes says why); False: never
+    sandbox: bool | Literal["auto"] = "auto"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,6 +80,7 @@ class _Unit:
     kind: str  # "cu", "binding" or "cxx"
     command: tuple[str, ...]
     key: str
+    pch: Path | None = None  # the precompiled header it includes
 
 
 def _sha(*parts: bytes | str) -> str:
@@ -104,6 +113,36 @@ class Builder:
         self.cache_dir = _atomic_dir(Path(cache_dir) if cache_dir else default_cache_dir())
         self.objects_dir = _atomic_dir(self.cache_dir / "objects")
         self.builds_dir = _atomic_dir(self.cache_dir / "builds")
+        self.sandbox = CompilerSandbox(
+            self.toolchain, self.cache_dir, cuda=backend.is_cuda, setting=self.options.sandbox
+        )
+
+    @property
+    def isolation(self) -> CompilerIsolation:
+        """What this builder's compiler and linker processes get (the same for every build; found on first use)."""
+        return self.sandbox.isolation
+
+    def _run(
+        self,
+        cmd: Sequence[str],
+        cwd: Path,
+        scratch: Path,
+        *,
+        readonly: Sequence[Path] = (),
+        writable: Sequence[Path] = (),
+        extra_env: dict[str, str] | None = None,
+    ) -> tuple[int, str]:
+        """Runs one compiler or linker command in the sandbox (where there is one), which shows it the toolchain,
+        ``readonly``, ``writable`` and ``scratch``, its private temp folder (TMPDIR and HOME). A sandbox that cannot
+        be set up for it is an error of that command, with the reason as its output."""
+        try:
+            jail = self.sandbox.prefix(cwd=cwd, readonly=readonly, writable=[scratch, *writable])
+        except (OSError, ValueError) as exc:
+            return compiler_jail.FAILED, f"{compiler_jail.MESSAGE} {exc}"
+        env = dict(extra_env or {})
+        if jail:
+            env.update(TMPDIR=str(scratch), HOME=str(scratch))
+        return _run(cmd, self.options.timeout_seconds, cwd, env or None, jail=jail)
 
     # -- flags -------------------------------------------------------------------------------------
 
@@ -166,7 +205,7 @@ class Builder:
         # the key ignores the workspace's path: the same files give the same object in any workspace
         portable = [c.replace(str(workspace), "<ws>") for c in cmd]
         key = _sha(tc.torch_version, self.backend.name, self.backend.arch, *portable, text, header_digest)
-        return _Unit(source, kind, tuple(cmd), key)
+        return _Unit(source, kind, tuple(cmd), key, pch if kind == "binding" else None)
 
     # -- precompiled header ------------------------------------------------------------------------
 
@@ -190,11 +229,9 @@ class Builder:
                 return header
             header.write_text(PCH_HEADER)
             tmp = folder / f"tmp-{os.getpid()}-{threading.get_ident()}.gch"
-            proc = _run(
-                [self.toolchain.cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp)],
-                self.options.timeout_seconds,
-                cwd=folder,
-            )
+            with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as scratch:
+                command = [self.toolchain.cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp)]
+                proc = self._run(command, folder, Path(scratch), writable=[folder])
             if proc[0] != 0:
                 failed.write_text(proc[1])
                 tmp.unlink(missing_ok=True)
@@ -302,7 +339,18 @@ class Builder:
             command = [*unit.command, "-o", str(out)]
             launcher = ccache_path() if self.options.ccache else None
             extra = ccache_env(self.cache_dir, ws) if launcher else None
-            code, text = _run([launcher, *command] if launcher else command, self.options.timeout_seconds, ws, extra)
+            writable = []
+            if extra is not None:
+                writable.append(_atomic_dir(Path(extra["CCACHE_DIR"])))
+            readonly = [ws] + ([unit.pch.parent] if unit.pch is not None else [])
+            code, text = self._run(
+                [launcher, *command] if launcher else command,
+                ws,
+                Path(tmp),
+                readonly=readonly,
+                writable=writable,
+                extra_env=extra,
+            )
             if code == 0:
                 if unit.kind == "cu":
                     (self.objects_dir / f"{unit.key}.log").write_text(text)
@@ -331,17 +379,23 @@ class Builder:
     def _link(self, units: Sequence[_Unit], artifact: Path) -> tuple[int, str]:
         folder = artifact.parent
         tmp_dir = Path(tempfile.mkdtemp(prefix="link-", dir=self.builds_dir))
+        scratch = Path(tempfile.mkdtemp(prefix="cudagym-cc-"))
         try:
             tmp = tmp_dir / artifact.name
-            objects = [str(self.objects_dir / f"{u.key}.o") for u in units]
-            flags, timeout = self._link_flags(), self.options.timeout_seconds
-            code, out = _run([self.toolchain.cxx, *objects, *flags, "-o", str(tmp)], timeout, tmp_dir)
+            objects = [self.objects_dir / f"{u.key}.o" for u in units]
+            flags = self._link_flags()
+
+            def link(flags: list[str]) -> tuple[int, str]:
+                command = [self.toolchain.cxx, *map(str, objects), *flags, "-o", str(tmp)]
+                return self._run(command, tmp_dir, scratch, readonly=objects, writable=[tmp_dir])
+
+            code, out = link(flags)
             faster = fast_linker(self.toolchain.cxx)
             if code != 0 and faster:
                 # a linker that links an empty library may still fail on torch's (gold did on the H200 machine,
                 # where it could not find the compiler's libstdc++): the default linker decides, and is kept
                 plain = [f for f in flags if f not in faster]
-                code, plain_out = _run([self.toolchain.cxx, *objects, *plain, "-o", str(tmp)], timeout, tmp_dir)
+                code, plain_out = link(plain)
                 if code == 0:
                     _FAST_LINKER_FAILED.add(self.toolchain.cxx)
                 out = plain_out
@@ -354,6 +408,7 @@ class Builder:
             return code, out
         finally:
             shutil.rmtree(tmp_dir, ignore_errors=True)
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 class _SetupError(Exception):
@@ -417,11 +472,19 @@ def ccache_env(cache_dir: Path, workspace: Path) -> dict[str, str]:
     }
 
 
-def _run(cmd: Sequence[str], timeout: float, cwd: Path, extra_env: dict[str, str] | None = None) -> tuple[int, str]:
-    """Runs a compiler in its own process group; on timeout the group is killed."""
+def _run(
+    cmd: Sequence[str],
+    timeout: float,
+    cwd: Path,
+    extra_env: dict[str, str] | None = None,
+    jail: Sequence[str] = (),
+) -> tuple[int, str]:
+    """Runs a compiler in its own process group, behind ``jail`` (the compiler sandbox's launcher and its
+    operations, ``CompilerSandbox.prefix``) when given; on timeout the group is killed (the launcher's and the
+    compiler's processes are all in it)."""
     env = dict(os.environ, LC_ALL="C", LANG="C", **(extra_env or {}))
     proc = subprocess.Popen(
-        list(cmd), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True
+        [*jail, *cmd], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, cwd=cwd, env=env, start_new_session=True
     )
     try:
         out, _ = proc.communicate(timeout=timeout)

@@ -1,11 +1,14 @@
 """Launching evaluation children: a new session, rlimits, a scrubbed environment, a private channel,
 bounded output capture, and the whole process group killed on timeout or when done, together with every
-process that still carries the child's ``CUDAGYM_SANDBOX_ID``.
+process below it and every process that still carries the child's ``CUDAGYM_SANDBOX_ID``.
 
-Candidate processes (the agent's code) also get a private scratch folder as HOME and TMPDIR and, where
-the machine allows unprivileged user namespaces, their own network, PID and mount namespaces: no network,
-nothing left running after them, a read-only file system outside their scratch (``ChildLimits``,
-``isolation_status()``; entered by ``harness/child.py`` before anything else runs in the child).
+Candidate processes (the agent's code) also get a private scratch folder as HOME and TMPDIR, a private
+exchange folder and, where the machine allows unprivileged user namespaces, their own network, PID and mount
+namespaces: no network, nothing left running after them, a read-only file system outside their own folders
+and a /dev/shm of their own (``ChildLimits``, ``isolation_status()``, in ``cudagym.isolation``; entered by
+``harness/child.py`` before anything else runs in the child). Without a PID namespace a guard process, the
+candidate's child subreaper, adopts what it orphans, and ``Child.kill`` kills everything below the child's
+first process before that process itself.
 
 This is process isolation, not a security boundary: the children run as the same user as the
 environment (see the README's security section).
@@ -13,8 +16,6 @@ environment (see the README's security section).
 
 from __future__ import annotations
 
-import dataclasses
-import functools
 import glob
 import json
 import os
@@ -29,14 +30,56 @@ import threading
 import time
 import weakref
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from cudagym import bytecode
+from cudagym.harness.child import kill_below
+from cudagym.isolation import (  # re-exported: the names callers import from cudagym.sandbox
+    AUTO,
+    CHILD_PREFIX,
+    HARNESS_DIR,
+    RESERVED_PIDS,
+    SHM_DIR,
+    ChildLimits,
+    Isolation,
+    IsolationStatus,
+    child_spec,
+    isolation_status,
+    network_isolation_available,
+    resolve_isolation,
+)
 
 if TYPE_CHECKING:
     from cudagym.forkserver import ForkedProcess, ForkServer
 
-HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+__all__ = [
+    "AUTO",
+    "CHILD_PREFIX",
+    "ENV_ALLOW",
+    "EXCHANGE_PREFIX",
+    "HARNESS_DIR",
+    "RESERVED_PIDS",
+    "SANDBOX_ID",
+    "SHM_DIR",
+    "WRITABLE_ENV",
+    "Child",
+    "ChildLimits",
+    "Isolation",
+    "IsolationStatus",
+    "OutputCapture",
+    "child_spec",
+    "default_memory_bytes",
+    "exchange_dir",
+    "isolation_status",
+    "kill_below",
+    "network_isolation_available",
+    "resolve_isolation",
+    "sandbox_processes",
+    "scrubbed_env",
+    "sees_gpu",
+    "signal_name",
+]
+
 ENV_ALLOW = (
     "PATH",
     "LD_LIBRARY_PATH",
@@ -52,97 +95,17 @@ ENV_ALLOW = (
     "TORCH_SYMM_MEM_DISABLE_MULTICAST",
     "NVSHMEM_DISABLE_NVLS",
 )
-AUTO = "auto"
 SANDBOX_ID = "CUDAGYM_SANDBOX_ID"  # carried by every child process (and inherited by whatever it starts)
 WRITABLE_ENV = ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR")  # cache folders a candidate may write to
-CHILD_PREFIX = "cudagym-child-"
-RESERVED_PIDS = 300  # a PID namespace's pid_max is set this far above the candidate's task allowance
-
-
-@dataclasses.dataclass(frozen=True)
-class ChildLimits:
-    """Limits and isolation of the evaluation children (None: not limited).
-
-    ``memory_bytes`` caps the address space (RLIMIT_AS). ``"auto"``: half the machine's memory for
-    candidate processes that see no NVIDIA device (the CUDA driver reserves far more address space than
-    it uses, so it cannot run under RLIMIT_AS), none for the reference and for GPU candidates.
-
-    ``processes`` is how many tasks (processes and threads) a candidate may add to what it starts with:
-    RLIMIT_NPROC is set that far above the current count (see ``harness/child.py``). RLIMIT_NPROC does
-    not bind root (uid 0), so in a PID namespace its pid_max is set too (Linux 6.14 and later), which
-    bounds the tasks in it at ``processes`` + RESERVED_PIDS whatever the uid. The reference process is
-    not limited so (``torch.compile`` starts a pool of compiler workers there).
-
-    The three isolation switches apply to candidate processes only (the reference process is trusted),
-    and only where the machine allows them (``isolation_status()``; an unavailable one is recorded in
-    ``Child.isolation.notes``, never an error). ``True`` or ``"auto"`` (the default): on; ``False``: off.
-    They hold for GPU candidates too (the CUDA driver, CUDA IPC with the reference process and nvcc-built
-    extensions work inside them: ``tests/gpu/test_isolation.py``):
-
-    * ``isolate_network``: a user and a network namespace with no interface up, so no connection can
-      be made (not even to this machine's loopback);
-    * ``isolate_processes``: a PID namespace (with its own /proc where the machine allows it): when the
-      candidate ends or is killed, every process it started dies with it, even one that called setsid;
-    * ``readonly_filesystem``: a mount namespace in which everything is read-only except the candidate's
-      private scratch folder (its HOME and TMPDIR), the folder evaluation files travel through and the
-      cache folders named in WRITABLE_ENV (/dev, /proc and /sys are left as they are).
-    """
-
-    cpu_seconds: int | None = 600
-    memory_bytes: int | Literal["auto"] | None = AUTO
-    file_bytes: int | None = 8 * 1024**3
-    open_files: int | None = 1024
-    processes: int | None = 1024
-    isolate_network: bool | Literal["auto"] = AUTO
-    isolate_processes: bool | Literal["auto"] = AUTO
-    readonly_filesystem: bool | Literal["auto"] = AUTO
-
-
-@dataclasses.dataclass(frozen=True)
-class IsolationStatus:
-    """What this machine allows an unprivileged process: per step, "" when it works, else why not."""
-
-    user: str
-    network: str
-    readonly: str
-    pids: str
-    proc: str
-    pid_max: str
-
-    def works(self, step: str) -> bool:
-        return getattr(self, step) == ""
-
-
-@dataclasses.dataclass(frozen=True)
-class Isolation:
-    """What one child process got beyond its rlimits."""
-
-    network: bool = False  # in its own network namespace: no connection leaves it
-    processes: bool = False  # in its own PID namespace: everything it starts dies with it
-    private_proc: bool = False  # sees only its own processes in /proc
-    readonly_filesystem: bool = False  # can write only to ``writable``
-    writable: tuple[str, ...] = ()
-    pid_max: int | None = None  # bounds the processes and threads in its PID namespace (whatever the uid)
-    notes: tuple[str, ...] = ()  # why a switch that was on (or "auto") was not applied
-
-    @property
-    def any(self) -> bool:
-        return self.network or self.processes or self.readonly_filesystem
-
-    def summary(self) -> str:
-        """One line for a report: what is on, then what is missing and why."""
-        names = [("network namespace", self.network), ("PID namespace", self.processes)]
-        names += [(f"pid_max {self.pid_max}", self.pid_max is not None)]
-        names += [("private /proc", self.private_proc), ("read-only file system", self.readonly_filesystem)]
-        text = ", ".join(n for n, on in names if on) or "no namespaces"
-        return text + ("; " + "; ".join(self.notes) if self.notes else "")
+EXCHANGE_PREFIX = "cudagym-x-"  # a candidate's private exchange folder
+KILL_WAIT_S = 5.0  # how long kill() keeps killing what a child left before it gives up
 
 
 def exchange_dir() -> str:
     """Where the evaluator's input and output files travel: RAM-backed /dev/shm when it is there (the
     rule of ``cudagym.evaluator``; candidates may write here)."""
-    if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK):
-        return "/dev/shm"
+    if os.path.isdir(SHM_DIR) and os.access(SHM_DIR, os.W_OK):
+        return SHM_DIR
     return tempfile.gettempdir()
 
 
@@ -156,73 +119,6 @@ def sees_gpu(env: dict[str, str]) -> bool:
 def default_memory_bytes() -> int:
     """Half the machine's physical memory: the address-space cap of CPU candidates by default."""
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
-
-
-@functools.lru_cache(maxsize=1)
-def isolation_status() -> IsolationStatus:
-    """Which namespaces a child can enter here, found once per process by a probe child that tries them
-    all (a fraction of a second). Containers often forbid user namespaces: then every step says why."""
-    steps = ("user", "network", "readonly", "pids", "proc", "pid_max")
-    scratch = tempfile.mkdtemp(prefix=CHILD_PREFIX + "probe-")
-    spec = {step: True for step in steps} | {"writable": [scratch], "pid_max": RESERVED_PIDS + 1024}
-    command = [sys.executable, "-B", str(HARNESS_DIR / "child.py"), "probe", "-", json.dumps(spec)]
-    try:
-        done = subprocess.run(
-            command, capture_output=True, text=True, timeout=30, env=scrubbed_env(0), start_new_session=True
-        )
-        found = json.loads(done.stdout.strip().splitlines()[-1])
-        reasons = {step: str(found.get(step, "not reported by the probe")) for step in steps}
-    except (subprocess.SubprocessError, OSError, ValueError, IndexError) as exc:
-        reasons = {step: f"the probe failed: {exc}" for step in steps}
-    finally:
-        shutil.rmtree(scratch, ignore_errors=True)
-    return IsolationStatus(**reasons)
-
-
-def network_isolation_available() -> tuple[bool, str]:
-    """(whether candidate processes can run without network access here, and in words why or why not)."""
-    status = isolation_status()
-    if status.works("network"):
-        return True, "candidate processes can run in their own network namespace (no interface up)"
-    return False, f"no network namespace for candidate processes: {status.network}"
-
-
-def resolve_isolation(
-    limits: ChildLimits, *, role: str, env: dict[str, str], prefix: tuple[str, ...], writable: tuple[str, ...]
-) -> Isolation:
-    """The isolation a child gets: the switches in ``limits``, resolved against this machine."""
-    switches = {
-        "network": limits.isolate_network,
-        "processes": limits.isolate_processes,
-        "readonly_filesystem": limits.readonly_filesystem,
-    }
-    if role != "candidate" or not any(on is not False for on in switches.values()):
-        return Isolation()
-    wanted = {name: on is not False for name, on in switches.items()}
-    notes: list[str] = []
-    if prefix:
-        notes.append(f"no namespaces for a run wrapped by {Path(prefix[0]).name} (it needs the host's)")
-        return Isolation(notes=tuple(notes))
-    status = isolation_status()
-    step_of = {"network": "network", "processes": "pids", "readonly_filesystem": "readonly"}
-    granted = {}
-    for name, want in wanted.items():
-        works = status.works("user") and status.works(step_of[name])
-        granted[name] = want and works
-        if want and not works:
-            notes.append(f"no {name.replace('_', ' ')}: {getattr(status, step_of[name]) or status.user}")
-    pid_max = None  # PIDs 1 and 2 are the reaper and the candidate; then the allowance, and RESERVED_PIDS
-    if granted["processes"] and limits.processes is not None and status.works("pid_max"):
-        pid_max = RESERVED_PIDS + 3 + limits.processes
-    return Isolation(
-        network=granted["network"],
-        processes=granted["processes"],
-        pid_max=pid_max,
-        private_proc=granted["processes"] and status.works("proc"),
-        readonly_filesystem=granted["readonly_filesystem"],
-        writable=writable if granted["readonly_filesystem"] else (),
-        notes=tuple(notes),
-    )
 
 
 def scrubbed_env(threads: int, extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -244,39 +140,6 @@ def scrubbed_env(threads: int, extra: dict[str, str] | None = None) -> dict[str,
     return env
 
 
-def child_spec(limits: ChildLimits, *, role: str, memory_bytes: int | None, isolation: Isolation) -> str:
-    """The child's third argument (JSON): its rlimits, its task allowance and the sandbox to enter.
-
-    The child applies them to itself before importing anything (``harness/child.py``), instead of a
-    ``preexec_fn``, which is unsafe to run between fork and exec in a multi-threaded parent.
-    """
-    pairs = {
-        "RLIMIT_CPU": limits.cpu_seconds,
-        "RLIMIT_AS": memory_bytes,
-        "RLIMIT_FSIZE": limits.file_bytes,
-        "RLIMIT_NOFILE": limits.open_files,
-        "RLIMIT_CORE": 0,
-    }
-    sandbox: dict[str, Any] = {}
-    if isolation.any:
-        sandbox = {
-            "user": True,
-            "network": isolation.network,
-            "readonly": isolation.readonly_filesystem,
-            "writable": list(isolation.writable),
-            "pids": isolation.processes,
-            "proc": isolation.private_proc,
-            "pid_max": isolation.pid_max,
-        }
-    return json.dumps(
-        {
-            "rlimits": {k: v for k, v in pairs.items() if v is not None},
-            "processes": limits.processes if role == "candidate" else None,
-            "sandbox": sandbox,
-        }
-    )
-
-
 def sandbox_processes(sandbox_id: str = "") -> list[int]:
     """Live processes that carry ``CUDAGYM_SANDBOX_ID`` starting with ``sandbox_id`` in their environment
     (default: those of every child this process started). Zombies, having no environment, are not listed."""
@@ -295,40 +158,23 @@ def sandbox_processes(sandbox_id: str = "") -> list[int]:
     return found
 
 
-def _descendants(pid: int) -> list[int]:
-    """Processes below ``pid`` in the process tree, read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _abandon(owner: int, proc: subprocess.Popen[bytes] | ForkedProcess, sandbox_id: str, scratch: str | None) -> None:
-    """What ``Child.kill`` does, for a child nobody killed: its group (while the process is not yet reaped,
-    its id is still its own), whatever carries its sandbox id, and its scratch folder. Only in the process
-    that started it (not in a fork of that process)."""
+def _abandon(
+    owner: int, proc: subprocess.Popen[bytes] | ForkedProcess, sandbox_id: str, folders: tuple[str, ...]
+) -> None:
+    """What ``Child.kill`` does, for a child nobody killed: what is below it, its group (while the process is not
+    yet reaped, its id is still its own), whatever carries its sandbox id, and its private folders. Only in the
+    process that started it (not in a fork of that process)."""
     if os.getpid() != owner:
         return
     if proc.poll() is None:
+        kill_below(proc.pid, KILL_WAIT_S)
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
     _kill_all(sandbox_processes(sandbox_id))
-    if scratch is not None:
-        shutil.rmtree(scratch, ignore_errors=True)
+    for folder in folders:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _kill_all(pids: list[int]) -> None:
@@ -385,8 +231,13 @@ class Child:
     """One harness child process (``role`` is "reference" or "candidate").
 
     Every child carries ``CUDAGYM_SANDBOX_ID`` in its environment, so that ``kill`` finds what it left
-    behind. A candidate also gets a private scratch folder as HOME and TMPDIR (removed by ``kill``), the
-    address-space cap of ``ChildLimits.memory_bytes`` and the namespaces of ``isolation``.
+    behind. A candidate also gets a private scratch folder as HOME and TMPDIR and a private ``exchange`` folder
+    (in RAM-backed /dev/shm where there is one) through which the trusted side hands it the stage's files (both
+    removed by ``kill``), the address-space cap of ``ChildLimits.memory_bytes``, the namespaces of ``isolation``
+    and, without a PID namespace, a guard (``harness/child.py``).
+
+    Of the real /dev/shm a candidate writes only its own ``exchange`` folder; where its file system is read-only
+    its /dev/shm is a private one (``Isolation.private_shm``) into which only that folder is bound.
 
     With a ``launcher`` (``cudagym.forkserver.ForkServer``) the child is forked from that warm server
     instead of started as a new interpreter (``forked`` says which); a ``prefix`` (a wrapper such as ncu)
@@ -408,6 +259,11 @@ class Child:
         self.started = time.monotonic()
         self.sandbox_id = f"{os.getpid()}-{secrets.token_hex(8)}"
         self.scratch = tempfile.mkdtemp(prefix=f"{CHILD_PREFIX}{os.getpid()}-") if role == "candidate" else None
+        self.exchange = (
+            tempfile.mkdtemp(prefix=f"{EXCHANGE_PREFIX}{os.getpid()}-", dir=exchange_dir())
+            if role == "candidate"
+            else None
+        )
         child_env = scrubbed_env(threads, env)
         child_env[SANDBOX_ID] = self.sandbox_id
         if self.scratch is not None:
@@ -416,7 +272,11 @@ class Child:
         self.memory_bytes = limits.memory_bytes
         if self.memory_bytes == AUTO:
             self.memory_bytes = default_memory_bytes() if role == "candidate" and not gpu else None
-        writable = [self.scratch or "", exchange_dir(), *(child_env.get(name, "") for name in WRITABLE_ENV)]
+        writable = [
+            self.scratch or "",
+            self.exchange or "",
+            *(child_env.get(name, "") for name in WRITABLE_ENV),
+        ]
         self.isolation = resolve_isolation(
             limits, role=role, env=child_env, prefix=prefix, writable=tuple(w for w in writable if w)
         )
@@ -432,8 +292,8 @@ class Child:
             else:
                 read_fd, self.proc = self._popen(role, spec, child_env, cwd, prefix)
         except BaseException:
-            if self.scratch is not None:
-                shutil.rmtree(self.scratch, ignore_errors=True)
+            for folder in self._folders:
+                shutil.rmtree(folder, ignore_errors=True)
             raise
         self._channel = os.fdopen(read_fd, "rb", buffering=0)
         self._buffer = b""
@@ -443,9 +303,14 @@ class Child:
         self.killed = False  # kill() ran: nothing of this child is left
         # a Child dropped without kill() (or alive when the interpreter exits) still takes its processes and
         # its scratch folder with it
-        self._finalizer = weakref.finalize(self, _abandon, os.getpid(), self.proc, self.sandbox_id, self.scratch)
+        self._finalizer = weakref.finalize(self, _abandon, os.getpid(), self.proc, self.sandbox_id, self._folders)
         self.output = OutputCapture(self.proc.stdout)
         self.messages: list[dict[str, Any]] = []
+
+    @property
+    def _folders(self) -> tuple[str, ...]:
+        """The private folders of this child (scratch and exchange), removed with it."""
+        return tuple(f for f in (self.scratch, self.exchange) if f is not None)
 
     @staticmethod
     def _popen(
@@ -528,32 +393,35 @@ class Child:
         return self.proc.poll() is None
 
     def kill(self) -> None:
-        """Kills the child's process group and everything it started, then removes its scratch folder
+        """Kills everything the child started, then the child's process group, and removes its private folders
         (idempotent).
 
-        Inside a PID namespace the kernel kills what is left once the namespace's init dies. Without
-        one, processes that left the group (``setsid``) are found by their place in the process tree and
-        by ``CUDAGYM_SANDBOX_ID`` in their environment, and killed until none is left.
+        What is below the child's first process goes first, while that process (the guard of a candidate
+        without a PID namespace, which adopts what the candidate orphans) still holds it: so a process that
+        left the session, double-forked and cleared its environment is killed too. Inside a PID namespace the
+        kernel kills what is left once the namespace's init dies. Then whatever still carries
+        ``CUDAGYM_SANDBOX_ID`` in its environment (processes that left the tree some other way) is killed
+        until none is left.
         """
-        tree = _descendants(self.proc.pid) if not self.killed and self.proc.poll() is None else []
+        if not self.killed and self.proc.poll() is None:
+            kill_below(self.proc.pid, KILL_WAIT_S)
         try:
             os.killpg(self.proc.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        _kill_all(tree)
         try:
             self.proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             pass
         if not self.killed:
             self.killed = True
-            deadline = time.monotonic() + 5
+            deadline = time.monotonic() + KILL_WAIT_S
             while (left := sandbox_processes(self.sandbox_id)) and time.monotonic() < deadline:
                 _kill_all(left)
                 time.sleep(0.01)
             self._finalizer.detach()
-            if self.scratch is not None:
-                shutil.rmtree(self.scratch, ignore_errors=True)
+            for folder in self._folders:
+                shutil.rmtree(folder, ignore_errors=True)
         for stream in (self.proc.stdin, self._channel):
             try:
                 if stream is not None:

@@ -1,17 +1,23 @@
 """The builder compiles only what changed: objects and whole builds are cached by content, not by path,
-headers of the workspace invalidate what includes them, and the link uses the fastest linker there is."""
+headers of the workspace invalidate what includes them, and the link uses the fastest linker there is. Its
+compilers run in the compiler sandbox where the machine allows it: a kernel cannot make them read a file outside
+their view, and honest builds (precompiled header, ccache) work there as before."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from cudagym import build
+from cudagym import build, compiler_jail
 from cudagym.backends import find_toolchain, resolve_backend
 from cudagym.baselines.scripted import solution_files
-from cudagym.build import FAST_LINKERS, LINKER_ENV, Builder, fast_linker
-from cudagym.results import Status
+from cudagym.build import FAST_LINKERS, LINKER_ENV, Builder, BuildOptions, fast_linker
+from cudagym.results import CompileResult, Status
+from cudagym.sandbox import isolation_status
 from cudagym.tasks import load
 from cudagym.workspace import Workspace
 
@@ -118,6 +124,7 @@ def test_compiles_go_through_ccache_which_serves_an_edit_the_object_cache_cannot
     assert builder.build(workspace).status is Status.OK
     before = _ccache_stats(builder.cache_dir)
     workspace.write(KERNEL, source + "// only a comment: the object cache misses, ccache does not\n")
+    assert builder.isolation.sandboxed == SANDBOXED  # ccache serves compiles inside the sandbox too
     edited = builder.build(workspace)
     assert edited.status is Status.OK and edited.objects_compiled == 1
     after = _ccache_stats(builder.cache_dir)
@@ -143,3 +150,143 @@ def test_without_ccache_the_compiler_runs_itself(
     assert off.build(workspace).status is Status.OK  # BuildOptions(ccache=False): the path above is never used
     compiles = [c for c in calls if "-c" in c]
     assert compiles and all(c[0] != "/nonexistent/ccache" for c in compiles)
+
+
+# -- the compiler sandbox -----------------------------------------------------------------------------------------
+
+SANDBOXED = isolation_status().works("user")  # the compiler sandbox needs a user namespace (and mounts in it)
+
+
+def attempts(secret: Path, solution: Path, workspace: Path, other_workspace: Path, objects: Path) -> dict[str, str]:
+    """Lines that make a kernel of ``workspace`` read a file outside the compiler's view, by what they try."""
+    hostname = "/etc/hostname"
+    return {
+        "include a reference solution": f'#include "{solution}"\n',
+        "include /etc/hostname": f'static const char host[] = {{\n#include "{hostname}"\n}};\n',
+        "include a file beside the workspace": f'#include "{secret}"\n',
+        "include it by a relative path": f'#include "{os.path.relpath(secret, workspace / "kernels")}"\n',
+        "include another workspace's kernel": f'#include "{other_workspace / KERNEL}"\n',
+        "incbin a reference solution": f'asm(".incbin \\"{solution}\\"");\n',
+        "incbin a file beside the workspace": f'asm(".incbin \\"{secret}\\"");\n',
+        "incbin the cache's objects": f'asm(".incbin \\"{objects}\\"");\n',
+        "include the environment of process 1": '#include "/proc/1/environ"\n',
+    }
+
+
+def not_found(result: CompileResult) -> bool:
+    """Whether a build failed because the compiler or the assembler could not find a file."""
+    return "No such file or directory" in result.diagnostics or "file not found" in result.diagnostics
+
+
+def test_the_compiler_sandbox_is_what_the_machine_allows(builder: Builder) -> None:
+    isolation = builder.isolation
+    assert isolation.sandboxed == SANDBOXED, isolation.summary()
+    if isolation.sandboxed:
+        assert isolation.notes == () and "/usr" in isolation.view
+        assert any(Path(p).name == "tasks" for p in isolation.hidden)  # cudagym's task set, where it is visible
+    else:
+        assert isolation.notes  # why not
+
+
+@pytest.mark.skipif(not SANDBOXED, reason=f"no user namespaces here: {isolation_status().user}")
+def test_a_kernel_cannot_make_the_compiler_read_files_outside_its_view(builder: Builder, tmp_path: Path) -> None:
+    """Called on the builder directly: no static check stands in front of the sandbox here."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    other = relu_workspace(tmp_path / "a")  # another episode's workspace, and its objects in the cache
+    assert builder.build(other).status is Status.OK
+    objects = next(builder.objects_dir.glob("*.o"))
+    secret = tmp_path / "secret.h"
+    secret.write_text("int cudagym_leaked_secret = 42;\n")
+    solution = next(Path(RELU.solutions["cpu"]).rglob("*.cpp"))
+    workspace = relu_workspace(tmp_path / "b")
+    original = (workspace.path / KERNEL).read_text()
+    unsandboxed = Builder(resolve_backend("cpu"), cache_dir=builder.cache_dir, options=BuildOptions(sandbox=False))
+    for name, line in attempts(secret, solution, workspace.path, other.path, objects).items():
+        workspace.write(KERNEL, line + original + f"\n// {name} {tmp_path.name}\n")
+        result = builder.build(workspace)
+        assert result.status is Status.COMPILE_ERROR and not_found(result), f"{name}: {result.diagnostics}"
+        if "hostname" not in line or os.path.exists("/etc/hostname"):  # outside the sandbox the file is read
+            assert not not_found(unsandboxed.build(workspace)), name
+
+
+@pytest.mark.skipif(not SANDBOXED, reason=f"no user namespaces here: {isolation_status().user}")
+def test_inside_the_compiler_sandbox_only_its_view_is_there(builder: Builder, tmp_path: Path) -> None:
+    """A program run where the compiler runs: what it can open, write and connect to."""
+    probe = tmp_path / "probe"
+    source = tmp_path / "probe.cpp"
+    source.write_text(
+        "#include <arpa/inet.h>\n#include <cerrno>\n#include <cstdio>\n#include <cstring>\n#include <fcntl.h>\n"
+        "#include <netinet/in.h>\n#include <sys/socket.h>\n#include <unistd.h>\n"
+        "int main(int argc, char** argv) {\n"
+        "  for (int i = 2; i < argc; ++i) {\n"
+        "    int fd = open(argv[i], O_RDONLY);\n"
+        '    std::printf("read %s: %s\\n", argv[i], fd < 0 ? std::strerror(errno) : "ok");\n'
+        "  }\n"
+        "  int fd = open(argv[1], O_WRONLY | O_CREAT, 0644);\n"
+        '  std::printf("write %s: %s\\n", argv[1], fd < 0 ? std::strerror(errno) : "ok");\n'
+        "  int s = socket(AF_INET, SOCK_STREAM, 0);\n"
+        "  sockaddr_in a{};\n  a.sin_family = AF_INET;\n  a.sin_port = htons(53);\n"
+        '  inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);\n'
+        "  int rc = connect(s, reinterpret_cast<sockaddr*>(&a), sizeof a);\n"
+        '  std::printf("connect: %s\\n", rc == 0 ? "ok" : std::strerror(errno));\n'
+        "}\n"
+    )
+    assert subprocess.run([find_toolchain().cxx, str(source), "-o", str(probe)], capture_output=True).returncode == 0
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    solution = next(Path(RELU.solutions["cpu"]).rglob("*.cpp"))
+    hidden = [str(solution), "/etc/hostname", str(builder.objects_dir), str(tmp_path / "probe.cpp")]
+    hidden += [str(p) for p in Path.home().iterdir() if p.is_file()][:3]  # the home folder's own files
+    shown = [str(probe), find_toolchain().torch_includes[0], "/usr/include/stdio.h", "/dev/null"]
+    prefix = builder.sandbox.prefix(cwd=scratch, readonly=[probe], writable=[scratch])
+    done = subprocess.run(
+        [*prefix, str(probe), "/usr/cudagym-written", *hidden, *shown], capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    for path in hidden:
+        assert f"read {path}: No such file or directory" in done.stdout, done.stdout
+    for path in shown:
+        assert f"read {path}: ok" in done.stdout, done.stdout
+    assert "write /usr/cudagym-written: Read-only file system" in done.stdout
+    assert "connect: Network is unreachable" in done.stdout
+
+
+@pytest.mark.skipif(not SANDBOXED, reason=f"no user namespaces here: {isolation_status().user}")
+def test_sandboxed_builds_use_the_precompiled_header_and_the_launcher_is_cheap(
+    builder: Builder, tmp_path: Path
+) -> None:
+    workspace = relu_workspace(tmp_path)
+    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int pch_{tmp_path.name} = 1;\n")
+    workspace.write("kernels/relu_binding.cpp", (workspace.path / "kernels/relu_binding.cpp").read_text() + "\n//\n")
+    result = builder.build(workspace)
+    assert result.status is Status.OK, result.diagnostics
+    assert any("cudagym_pch.h" in c for c in result.commands) and "pch" not in result.diagnostics.lower()
+    prefix = builder.sandbox.prefix(cwd=tmp_path, writable=[tmp_path])
+    seconds = []
+    for _ in range(5):
+        start = time.perf_counter()
+        subprocess.run([*prefix, "/bin/true"], check=True)
+        seconds.append(time.perf_counter() - start)
+    assert sorted(seconds)[2] < 0.25  # a few milliseconds here: far below a compile's 0.2-0.4 s
+
+
+def test_without_a_sandbox_the_compiler_runs_as_before_and_says_why(
+    tmp_path: Path, cache_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the launcher cannot enter its namespaces (as in containers that forbid user namespaces)."""
+    failing = tmp_path / "launcher"
+    failing.write_text(
+        f"#!/bin/sh\necho '{compiler_jail.MESSAGE} unshare CLONE_NEWUSER: Operation not permitted' >&2\n"
+        f"exit {compiler_jail.FAILED}\n"
+    )
+    failing.chmod(0o755)
+    monkeypatch.setattr(compiler_jail, "build", lambda folder, cxx: failing)
+    fallback = Builder(resolve_backend("cpu"), cache_dir=cache_dir)
+    assert not fallback.isolation.sandboxed
+    assert fallback.isolation.notes == (f"{compiler_jail.MESSAGE} unshare CLONE_NEWUSER: Operation not permitted",)
+    workspace = relu_workspace(tmp_path)
+    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int t_{tmp_path.name} = 2;\n")
+    assert fallback.build(workspace).status is Status.OK
+    off = Builder(resolve_backend("cpu"), cache_dir=cache_dir, options=BuildOptions(sandbox=False))
+    assert not off.isolation.sandboxed and "BuildOptions.sandbox=False" in off.isolation.summary()

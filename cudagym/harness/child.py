@@ -10,7 +10,10 @@ child may add (``processes``) and, for candidates, the ``sandbox`` to enter befo
   below is owned by it, so no privilege is needed);
 * ``network``: a new network namespace with no interface up: no connection leaves the process tree;
 * ``readonly``: a new mount namespace in which every file system is read-only except ``writable``
-  (and /dev, /proc, /sys, left as they were);
+  (and /proc, /dev/pts and /dev/mqueue, left as they were; /dev and /sys are read-only too, their device
+  nodes still open for writing);
+* ``shm`` (with ``readonly``): /dev/shm is a fresh tmpfs, private to the child and gone with it; the paths of
+  ``writable`` under the real /dev/shm are bound back in at the same place, read-write;
 * ``pids``: a new PID namespace. The process started by the parent stays outside it and only
   waits; its child is the namespace's init (a reaper) and the candidate runs as the reaper's child.
   When the reaper dies (the candidate exited, or the parent killed the process group) the kernel kills
@@ -20,6 +23,11 @@ child may add (``processes``) and, for candidates, the ``sandbox`` to enter befo
   processes and threads can exist in it at once: RLIMIT_NPROC does not bind root (uid 0), even inside a
   user namespace, so this is the bound that holds for root. After the first pass PIDs are handed out
   from RESERVED_PIDS up, so ``pid_max`` is set to RESERVED_PIDS above the intended number.
+
+A candidate without a PID namespace (``guard`` in SPEC) gets a *guard* instead: the process started by the
+parent becomes a child subreaper and runs the candidate as its child. Whatever the candidate orphans (a double
+fork after ``setsid``, with its environment cleared) is re-parented to the guard, which kills everything below
+itself when the candidate ends; ``cudagym.sandbox.Child.kill`` kills what is below the guard before the guard.
 
 ``python child.py probe - SPEC`` enters the same sandbox without being strict about it and prints what
 worked, as JSON: ``{"user": "", "network": "", ...}`` with an empty string for each step that worked and
@@ -36,6 +44,7 @@ import re
 import resource
 import signal
 import sys
+import time
 from collections.abc import Callable
 from typing import Any, NoReturn
 
@@ -49,10 +58,14 @@ MOUNT_ATTR_RDONLY = 0x1
 AT_FDCWD, AT_SYMLINK_NOFOLLOW, AT_NO_AUTOMOUNT = -100, 0x100, 0x800
 MOUNT_SETATTR = {"x86_64": 442, "aarch64": 442}  # the syscall's number; libc has no wrapper before glibc 2.36
 PR_SET_PDEATHSIG = 1
-KEPT_AS_THEY_ARE = ("/dev", "/proc", "/sys")  # device nodes, process and kernel views: not remounted
+PR_SET_CHILD_SUBREAPER = 36
+PF_EXITING = 0x4  # /proc/<pid>/stat flags: the process is on its way out (it can start nothing more)
+SHM_DIR = "/dev/shm"
+KEPT_AS_THEY_ARE = ("/proc", "/dev/pts", "/dev/mqueue")  # process views, terminals, message queues: not remounted
 SANDBOX_FAILED = 70  # exit status of a candidate whose requested sandbox could not be entered
 STEPS = ("user", "network", "readonly", "pids", "proc", "pid_max")
 RESERVED_PIDS = 300  # after wrapping around, a PID namespace hands out PIDs from 300 up to pid_max
+GUARD_WAIT_S = 5.0  # how long a guard keeps killing what its candidate left before it gives up
 
 
 class SandboxError(Exception):
@@ -73,9 +86,9 @@ class Libc:
     def unshare(self, flags: int, what: str) -> None:
         self._check(self.lib.unshare(ctypes.c_int(flags)), f"unshare({what})")
 
-    def mount(self, source: str | None, target: str, fstype: str | None, flags: int) -> None:
+    def mount(self, source: str | None, target: str, fstype: str | None, flags: int, data: str | None = None) -> None:
         encode = lambda s: s.encode() if s is not None else None  # noqa: E731
-        result = self.lib.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), None)
+        result = self.lib.mount(encode(source), encode(target), encode(fstype), ctypes.c_ulong(flags), encode(data))
         self._check(result, f"mount {target}")
 
     def make_readonly(self, path: str) -> None:
@@ -97,6 +110,10 @@ class Libc:
     def die_with_parent(self) -> None:
         self.lib.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
+    def become_subreaper(self) -> None:
+        """Orphans of this process's descendants are re-parented to it (not to init)."""
+        self._check(self.lib.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(PR_SET_CHILD_SUBREAPER)")
+
 
 def mounts() -> dict[str, bool]:
     """Visible mount points and whether each is mounted read-only (the topmost mount at each path)."""
@@ -114,16 +131,39 @@ def under(path: str, roots: list[str] | tuple[str, ...]) -> bool:
     return any(path == root or path.startswith(root.rstrip("/") + "/") for root in roots)
 
 
-def make_readonly(libc: Libc, writable: list[str]) -> None:
-    """Every mount read-only except ``writable`` (bind-mounted onto themselves first) and /dev, /proc, /sys."""
+def private_shm(libc: Libc, keep: list[str]) -> None:
+    """A fresh tmpfs on /dev/shm, with each of ``keep`` (real paths under the real /dev/shm) bound back in at the
+    same place, read-write. The folders are opened before the tmpfs hides them and bound from those handles."""
+    handles = []
+    try:
+        for path in keep:
+            os.makedirs(path, exist_ok=True)
+            handles.append((path, os.open(path, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)))
+        libc.mount("tmpfs", SHM_DIR, "tmpfs", MS_NOSUID | MS_NODEV, "mode=1777")
+        for path, fd in handles:
+            os.makedirs(path, exist_ok=True)
+            libc.mount(f"/proc/self/fd/{fd}", path, None, MS_BIND | MS_REC)
+    finally:
+        for _, fd in handles:
+            os.close(fd)
+
+
+def make_readonly(libc: Libc, writable: list[str], shm: bool = False) -> None:
+    """Every mount read-only except ``writable`` (bind-mounted onto themselves first) and KEPT_AS_THEY_ARE;
+    with ``shm``, /dev/shm becomes private first (``private_shm``: the writable paths under it are bound back)."""
     before = mounts()
     libc.mount(None, "/", None, MS_REC | MS_PRIVATE)  # nothing done here propagates anywhere
-    keep = [os.path.realpath(p) for p in writable if not under(os.path.realpath(p), KEPT_AS_THEY_ARE)]
+    real = [os.path.realpath(p) for p in writable]
+    shm_real = os.path.realpath(SHM_DIR)
+    if shm:
+        private_shm(libc, [p for p in real if under(p, [shm_real]) and p != shm_real])
+        real = [p for p in real if not under(p, [shm_real])]
+    keep = [p for p in real if not under(p, KEPT_AS_THEY_ARE)]
     for path in keep:
         os.makedirs(path, exist_ok=True)
         libc.mount(path, path, None, MS_BIND | MS_REC)
     for point, readonly in before.items():
-        if readonly or under(point, KEPT_AS_THEY_ARE) or under(point, keep):
+        if readonly or under(point, KEPT_AS_THEY_ARE) or under(point, keep) or (shm and under(point, [shm_real])):
             continue
         try:
             libc.make_readonly(point)
@@ -159,7 +199,7 @@ def enter_sandbox(spec: dict[str, Any], *, strict: bool) -> tuple[dict[str, str]
 
     def readonly() -> None:
         libc.unshare(CLONE_NEWNS, "CLONE_NEWNS")
-        make_readonly(libc, spec.get("writable", []))
+        make_readonly(libc, spec.get("writable", []), shm=bool(spec.get("shm")))
 
     if not step("user", user):
         errors.update({name: "needs a user namespace" for name in STEPS[1:] if spec.get(name)})
@@ -246,6 +286,84 @@ def reap(candidate: int, status_pipe: int) -> NoReturn:
     os._exit(0)
 
 
+def stand_guard(libc: Libc) -> None:
+    """Makes this process a candidate's guard (its child subreaper) and returns in the guard's child, which goes
+    on as the candidate and dies with the guard. See the module docstring."""
+    libc.become_subreaper()
+    candidate = os.fork()
+    if candidate:
+        guard(candidate)
+    libc.die_with_parent()
+
+
+def guard(candidate: int) -> NoReturn:
+    """The guard: reaps what ends until the candidate does, kills everything still below itself (what the
+    candidate orphaned was re-parented here), then ends the way the candidate ended."""
+    detach_from_the_conversation()
+    while True:
+        pid, status = os.waitpid(-1, 0)
+        if pid == candidate:
+            break
+    kill_below(os.getpid(), GUARD_WAIT_S, reap=True)
+    mirror(status)
+
+
+def descendants(pid: int) -> list[int]:
+    """Processes below ``pid`` in the process tree (read from /proc) that could still start others: zombies and
+    processes on their way out (``PF_EXITING``: a GPU process may take a while to release the device) are
+    left out of the list, though what they started is not."""
+    children: dict[int, list[int]] = {}
+    leaving: set[int] = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                fields = f.read().rsplit(b")", 1)[1].split()
+            state, ppid, flags = fields[0], int(fields[1]), int(fields[6])
+        except (OSError, IndexError, ValueError):
+            continue
+        if state in (b"Z", b"X"):
+            continue  # a zombie's children were handed on when it ended
+        if flags & PF_EXITING:
+            leaving.add(int(entry))
+        children.setdefault(ppid, []).append(int(entry))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            if child not in leaving:
+                found.append(child)
+            todo.append(child)
+    return found
+
+
+def kill_below(pid: int, wait_s: float, *, reap: bool = False) -> bool:
+    """SIGKILLs every process below ``pid`` until none is left: what is killed may have started others
+    meanwhile, and where ``pid`` is their subreaper the orphans move up to it, so the tree cannot be left.
+    ``reap``: ``pid`` is this process, which collects its ended children as it goes. True when nothing was
+    left within ``wait_s`` seconds."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        while reap:
+            try:
+                ended, _ = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if ended == 0:
+                break
+        left = descendants(pid)
+        if not left:
+            return True
+        if time.monotonic() > deadline:
+            return False
+        for victim in left:
+            try:
+                os.kill(victim, signal.SIGKILL)
+            except OSError:
+                pass
+        time.sleep(0.001)
+
+
 def count_user_tasks(uid: int) -> int:
     """Processes and threads whose real uid is ``uid``, machine-wide (what RLIMIT_NPROC counts)."""
     total = 0
@@ -287,15 +405,19 @@ def apply_limits(rlimits: dict[str, int]) -> None:
 
 
 def prepare(spec: dict[str, Any]) -> None:
-    """Enters the sandbox (candidates), then applies the limits; exits with SANDBOX_FAILED on failure."""
+    """Enters the sandbox (candidates) and, without a PID namespace, puts a guard over the candidate, then
+    applies the limits; exits with SANDBOX_FAILED on failure."""
     sandbox = spec.get("sandbox") or {}
     tasks = 1
-    if sandbox:
-        try:
+    try:
+        if sandbox:
             _, tasks = enter_sandbox(sandbox, strict=True)
-        except SandboxError as exc:
-            print(f"cudagym sandbox: could not isolate the candidate process: {exc}", file=sys.stderr, flush=True)
-            os._exit(SANDBOX_FAILED)
+        if spec.get("guard"):
+            stand_guard(Libc())
+            tasks += 1
+    except (SandboxError, OSError) as exc:
+        print(f"cudagym sandbox: could not isolate the candidate process: {exc}", file=sys.stderr, flush=True)
+        os._exit(SANDBOX_FAILED)
     rlimits = dict(spec.get("rlimits", {}))
     if spec.get("processes") is not None:
         rlimits["RLIMIT_NPROC"] = process_limit(int(spec["processes"]), bool(sandbox), tasks)

@@ -14,8 +14,9 @@ Protocol (JSON, one message per packet):
   ends ``{"exit": P, "status": WAIT_STATUS}``.
 
 The child becomes what ``python child.py ROLE FD SPEC`` would be: a new session, its own environment,
-the sandbox and rlimits of SPEC (``child.prepare``), then its role. The server is the child subreaper of
-everything below it: a process a candidate orphaned (a double fork) is re-parented here and killed.
+the sandbox and rlimits of SPEC (``child.prepare``: a PID namespace, or else a guard that adopts and kills what
+the candidate orphans), then its role. The server is the child subreaper of everything below it, the second line
+behind those: a process re-parented here (its guard was killed) is killed within ORPHAN_SCAN_S.
 When the client's end of the socket closes, the server kills its children and exits.
 """
 

@@ -1,5 +1,5 @@
 """The sandbox's own decisions, without an env: what each child gets by default, the bounded output
-capture, and that kill() leaves nothing behind."""
+capture, and that kill() leaves nothing behind (``test_leftovers.py`` has the attacks)."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from cudagym.sandbox import (
     default_memory_bytes,
     isolation_status,
     network_isolation_available,
+    resolve_isolation,
     sandbox_processes,
 )
 
@@ -47,12 +48,16 @@ def test_a_cpu_candidate_gets_the_default_caps_and_every_namespace_the_machine_a
         if all(status.works(step) for step in ("user", "network", "pids", "readonly")):
             assert child.isolation.notes == ()
         assert child.scratch is not None and os.path.isdir(child.scratch)
+        assert child.exchange is not None and os.path.isdir(child.exchange)
         if child.isolation.readonly_filesystem:
-            assert child.scratch in child.isolation.writable
+            assert child.scratch in child.isolation.writable and child.exchange in child.isolation.writable
+        # of the real /dev/shm it writes only its exchange folder: with a read-only file system, a /dev/shm of its own
+        assert child.isolation.private_shm == child.isolation.readonly_filesystem
+        assert spec["guard"] == (not child.isolation.processes)  # no PID namespace: a guard instead
         assert sandbox_processes(child.sandbox_id)
     finally:
         child.kill()
-    assert child.killed and not os.path.exists(child.scratch)
+    assert child.killed and not os.path.exists(child.scratch) and not os.path.exists(child.exchange)
     assert sandbox_processes(child.sandbox_id) == []
 
 
@@ -76,8 +81,23 @@ def test_the_reference_is_trusted_and_a_wrapped_run_keeps_the_host_namespaces() 
     )
     try:
         assert switched_off.isolation == Isolation() and spec_of(switched_off)["sandbox"] == {}
+        assert spec_of(switched_off)["guard"] and not spec_of(reference)["guard"]  # candidates only
     finally:
         switched_off.kill()
+
+
+def test_a_private_dev_shm_comes_with_the_read_only_file_system_unless_dev_shm_itself_is_writable() -> None:
+    status = isolation_status()
+    readonly = status.works("user") and status.works("readonly") and os.path.isdir("/dev/shm")
+
+    def resolved(writable: tuple[str, ...], **switches: bool) -> Isolation:
+        return resolve_isolation(ChildLimits(**switches), role="candidate", env=NO_GPU, prefix=(), writable=writable)
+
+    assert resolved(("/tmp/cudagym-scratch", "/dev/shm/cudagym-x-1")).private_shm == readonly
+    assert not resolved(("/tmp/cudagym-scratch", "/dev/shm/cudagym-x-1", "/dev/shm")).private_shm
+    assert not resolved(("/dev/shm/cudagym-x-1",), readonly_filesystem=False).private_shm
+    if readonly:
+        assert "private /dev/shm" in resolved(("/dev/shm/cudagym-x-1",)).summary()
 
 
 def test_network_isolation_is_reported_with_its_reason() -> None:

@@ -1,5 +1,6 @@
 """Candidate isolation with CUDA: each namespace switch, forced on, leaves a CUDA candidate working (the
-driver, /dev/nvidia*, CUDA IPC with the reference process, nvcc-built extensions).
+driver, /dev/nvidia*, CUDA IPC with the reference process, nvcc-built extensions); a private /dev/shm and a
+read-only /dev leave the driver working; nvcc works inside the compiler sandbox and cannot read the solutions.
 
 By default (``"auto"``) every switch the machine allows is on, for GPU candidates too; these tests show
 that each one, alone and all together, leaves a CUDA candidate working. Run on the device machine:
@@ -9,17 +10,23 @@ that each one, alone and all together, leaves a CUDA candidate working. Run on t
 from __future__ import annotations
 
 import dataclasses
+import os
+import time
+from pathlib import Path
 
 import pytest
 from cudagym_testing import relu_solution
 
-from cudagym.backends import query_gpu
+from cudagym.backends import query_gpu, resolve_backend
 from cudagym.baselines import tool_call
+from cudagym.build import Builder
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
 from cudagym.harness.timing import TimingConfig
+from cudagym.results import Status
 from cudagym.sandbox import Child, ChildLimits, isolation_status, sandbox_processes
 from cudagym.tasks import load
+from cudagym.workspace import Workspace
 
 pytestmark = [
     pytest.mark.gpu,
@@ -88,3 +95,59 @@ def test_by_default_gpu_candidates_get_every_namespace_the_machine_allows(childr
         assert candidate.memory_bytes is None  # the CUDA driver cannot run under RLIMIT_AS
     finally:
         env.close()
+
+
+def test_nvcc_runs_in_the_compiler_sandbox_and_cannot_read_the_solutions(tmp_path: Path) -> None:
+    """The cuda backend's builds (nvcc, its host compiler, the CUDA toolkit) work inside the compiler sandbox,
+    and a .cu file cannot make nvcc read a reference solution."""
+    builder = Builder(resolve_backend("cuda"), cache_dir=tmp_path / "cache")
+    assert builder.isolation.sandboxed == isolation_status().works("user"), builder.isolation.summary()
+    workspace = Workspace(BUILTIN.get(RELU).source_for("cuda"), "gpu isolation test", root_dir=tmp_path)
+    for path, content in relu_solution("cuda").items():
+        workspace.write(path, content)
+    built = builder.build(workspace)
+    assert built.status is Status.OK, built.diagnostics
+    assert built.kernels  # ptxas's report came back from inside the sandbox
+    if not builder.isolation.sandboxed:
+        return
+    solution = next(Path(BUILTIN.get(RELU).solutions["cuda"]).rglob("*.cu"))
+    kernel = next(p for p in relu_solution("cuda") if p.endswith(".cu"))
+    original = (workspace.path / kernel).read_text()
+    for line in (f'#include "{solution}"', f'asm(".incbin \\"{solution}\\"");'):
+        workspace.write(kernel, f"{line}\n{original}")
+        result = builder.build(workspace)
+        assert result.status is Status.COMPILE_ERROR, line
+        assert "No such file or directory" in result.diagnostics or "file not found" in result.diagnostics, line
+
+
+LEAVES_SHM = (
+    "import os, torch\n"
+    "x = torch.ones(1 << 20, device='cuda')\n"
+    "torch.cuda.synchronize()\n"
+    "open('/dev/shm/{token}', 'w').write('left in /dev/shm')\n"
+    "open(os.path.join({exchange!r}, 'sum'), 'w').write(str(float(x.sum())))\n"
+    "class ModelNew:\n    pass\n"
+)
+
+
+def test_a_cuda_candidate_with_a_private_dev_shm_and_a_read_only_dev(tmp_path: Path) -> None:
+    """/dev and /sys read-only (device nodes still open for writing) and a /dev/shm of its own leave the CUDA
+    driver working; what the candidate leaves in its /dev/shm never reaches the host's."""
+    status = isolation_status()
+    if not (status.works("user") and status.works("readonly")):
+        pytest.skip(f"no read-only file system here: {status.readonly or status.user}")
+    limits = ChildLimits(isolate_network=True, isolate_processes=True, readonly_filesystem=True)
+    child = Child("candidate", limits=limits, threads=1)
+    token = f"cudagym-gpu-shm-{os.getpid()}"
+    try:
+        assert child.isolation.private_shm and child.exchange is not None, child.isolation.summary()
+        (tmp_path / "model_new.py").write_text(LEAVES_SHM.format(token=token, exchange=child.exchange))
+        child.send({"mode": "import", "workspace": str(tmp_path)})
+        assert child.receive_all(time.monotonic() + 300), child.output.text()
+        assert {"stage": "done", "ok": True} in child.messages, child.output.text()
+        assert Path(child.exchange, "sum").read_text() == str(float(1 << 20))
+        assert not Path("/dev/shm", token).exists()
+    finally:
+        child.kill()
+        Path("/dev/shm", token).unlink(missing_ok=True)
+    assert not os.path.exists(child.exchange)
