@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from cudagym.tasks.requirements import NEEDS_WEIGHTS_KEY, imported_packages
-from cudagym.tasks.task import Task, TaskMetadata
+from cudagym.tasks.task import Task, TaskMetadata, for_precision
 
 HF_DATASET = "ScalingIntelligence/KernelBench"
 ENV_VAR = "CUDAGYM_KERNELBENCH_DIR"
@@ -348,6 +348,7 @@ def load_kernelbench(
     source: str = "auto",
     level: int | Sequence[int] | None = None,
     include_level4: bool = True,
+    precision: str = "fp32",
     **_: Any,
 ) -> list[Task]:
     """Loads KernelBench tasks (see the module docstring for ids and metadata).
@@ -364,6 +365,8 @@ def load_kernelbench(
             matters only when the loader is called directly (it saves reading other levels).
         include_level4: keep level 4 (whole Hugging Face models; they need ``transformers`` and
             downloadable weights and are flagged in their metadata).
+        precision: the track, "fp32" (default), "bf16" or "fp16" (``cudagym.tasks.task.for_precision``: ids
+            ``kernelbench/level1/19_ReLU@bf16``).
         **_: other options, ignored (forward compatibility).
 
     Returns:
@@ -392,4 +395,4 @@ def load_kernelbench(
                 f"set ${ENV_VAR}, or use source='hub' (needs `pip install datasets` and network access)"
             )
     tasks.sort(key=lambda t: (t.metadata.level, t.metadata.extra["problem_id"]))
-    return tasks
+    return [for_precision(task, precision) for task in tasks]

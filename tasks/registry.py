@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-from cudagym.tasks.task import Task, TaskSet
+from cudagym.tasks.task import Task, TaskSet, for_precision
 
 TaskLoader = Callable[..., Iterable[Task]]
 ENTRY_POINT_GROUP = "cudagym.task_sets"
@@ -114,10 +114,12 @@ def filter_tasks(
 
 
 def load(name: str, **options: Any) -> TaskSet:
-    """Loads the task set ``name``; filter options (level, ids, names, ops) apply after loading and the
-    remaining options (``path=`` ...) go to the loader."""
+    """Loads the task set ``name``; filter options (level, ids, names, ops) apply after loading, ``precision``
+    ("fp32", "bf16" or "fp16") puts every task of any set on that track (``for_precision``: ids ``<id>@bf16``; filter
+    by those), and the remaining options (``path=`` ...) go to the loader."""
     filters = {k: options.pop(k) for k in FILTER_KEYS if k in options}
-    tasks = list(_resolve(name)(**options))
+    precision = options.pop("precision", "fp32")
+    tasks = [for_precision(task, precision) for task in _resolve(name)(**options)]
     if filters:
         tasks = filter_tasks(tasks, **filters)
     return TaskSet(name, tasks)

@@ -19,6 +19,8 @@ from types import MappingProxyType
 from typing import Any
 
 DEFAULT_TOLERANCE = 1e-2
+PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
+"""Precision tracks and the dtype the reference and its inputs use in each."""
 
 
 def _frozen(mapping: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -34,12 +36,16 @@ class TaskMetadata:
         ops: operator names the reference composes (Ops-6K's ``ops``; ours name the torch ops).
         source: the task set it came from ("builtin", "kernelbench", "ops6k", ...).
         atol, rtol: correctness tolerances (CUDA Agent's 1e-2 by default).
-        dtype: the floating dtype the reference computes in.
+        dtype: the floating dtype the reference computes in (and its inputs are cast to).
+        precision: the track: "fp32" (the default: outputs are also held to a float64 twin of the reference, within
+            what fp32 arithmetic meets), "bf16" or "fp16" (reference and inputs in that dtype, outputs judged by the
+            tolerance against that reference). A track other than fp32 sets ``dtype`` (see :func:`for_precision`).
         sizes: per-backend overrides of the module-level size constants, e.g.
             ``{"cpu": {"N": 4096}, "cuda": {"N": 16777216}}``.
         requires: extra Python packages the reference needs (e.g. "transformers").
         input_kinds: input distributions verification may draw from beyond the task's own
-            ("task" always; "normal" adds signed standard-normal inputs where the task allows).
+            ("task" always; "normal" adds signed standard-normal inputs where the task allows; "large" adds such
+            inputs times a magnitude of 1e2-1e3, where the reference stays finite and meaningful on them).
         extra: anything else a loader wants to keep (e.g. Ops-6K's ``data_source``).
     """
 
@@ -49,6 +55,7 @@ class TaskMetadata:
     atol: float = DEFAULT_TOLERANCE
     rtol: float = DEFAULT_TOLERANCE
     dtype: str = "float32"
+    precision: str = "fp32"
     sizes: Mapping[str, Mapping[str, Any]] = dataclasses.field(default_factory=dict)
     requires: tuple[str, ...] = ()
     input_kinds: tuple[str, ...] = ("task",)
@@ -62,6 +69,10 @@ class TaskMetadata:
         object.__setattr__(self, "extra", _frozen(self.extra))
         if self.atol < 0 or self.rtol < 0:
             raise ValueError(f"tolerances must be >= 0, got atol={self.atol}, rtol={self.rtol}")
+        if self.precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {self.precision!r}; expected one of {', '.join(PRECISIONS)}")
+        if self.precision != "fp32":
+            object.__setattr__(self, "dtype", PRECISIONS[self.precision])
 
 
 @dataclasses.dataclass(frozen=True)
@@ -102,6 +113,37 @@ class Task:
         """A short content hash of what is evaluated on ``backend`` (keys caches of baselines)."""
         blob = f"{self.source_for(backend)}\0{self.metadata.dtype}".encode()
         return hashlib.sha256(blob).hexdigest()[:16]
+
+
+def for_precision(task: Task, precision: str) -> Task:
+    """The task on the ``precision`` track ("fp32", "bf16" or "fp16"; see :class:`TaskMetadata`).
+
+    fp32 gives the task as it is. Another track gets its own id (``<id>@bf16``), name and fingerprint, the reference's
+    dtype, and a first line in its source that says so (``model.py`` is what the agent reads); the shipped solutions
+    and their expected tiers are fp32 kernels and stay with the fp32 task.
+    """
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown precision {precision!r}; expected one of {', '.join(PRECISIONS)}")
+    if precision == task.metadata.precision:
+        return task
+    if task.metadata.precision != "fp32":
+        raise ValueError(f"task {task.id!r} is on the {task.metadata.precision} track already")
+    if precision == "fp32":
+        return task
+    dtype = PRECISIONS[precision]
+    header = (
+        f"# Precision track {precision}: the reference Model's weights and inputs are cast to torch.{dtype}, "
+        f"and outputs must be torch.{dtype}.\n"
+    )
+    return dataclasses.replace(
+        task,
+        id=f"{task.id}@{precision}",
+        name=f"{task.name} [{precision}]",
+        source=header + task.source,
+        metadata=dataclasses.replace(task.metadata, precision=precision, dtype=dtype),
+        solutions={},
+        expected_tiers={},
+    )
 
 
 def module_constants(source: str) -> dict[str, ast.Assign]:

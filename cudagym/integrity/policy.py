@@ -41,13 +41,25 @@ RULES: dict[str, Rule] = {
         Rule("concurrency", "threads, processes, async tasks, signals or thread-count changes"),
         Rule("streams", "creating CUDA streams where the policy forbids them"),
         Rule("cuda_graphs", "capturing or replaying CUDA graphs"),
-        Rule("patching", "replacing or wrapping timers, comparisons, torch functions or global settings"),
-        Rule("introspection", "reading frames, the garbage collector, sys.modules, builtins, or running eval/exec"),
+        Rule(
+            "patching",
+            "replacing or wrapping timers, comparisons, torch functions or global settings; hooks, dispatch-key "
+            "guards, operator registrations or renamed symbols",
+        ),
+        Rule(
+            "introspection",
+            "reading frames, the garbage collector, sys.modules, builtins, running eval/exec, or calling back into "
+            "Python from C++ (the Python C API, pybind11 objects)",
+        ),
         Rule("binary_loading", "loading prebuilt code or data: ctypes, dlopen, module loaders, embedded binaries"),
         Rule("tensor_subclass", "tensor subclasses, __torch_function__/__torch_dispatch__, or changing __class__"),
         Rule("outside_workspace", "including, compiling or linking files from outside the workspace"),
         Rule("denied_name", "a name on the policy's deny list"),
-        Rule("checkable", "code nested too deeply for the checks to read (it could hide anything)"),
+        Rule(
+            "checkable",
+            "code the checks cannot read: nested too deeply, or built by macros or asm text they cannot expand "
+            "(it could hide anything)",
+        ),
     )
 }
 """Every static check, in the order findings are reported."""
@@ -67,8 +79,12 @@ class Violation:
         return f"{self.path}:{self.line}: {self.what}"
 
 
-TASK_HINT_FIELDS = ("allow_cublas", "allow_cudnn")
+TASK_HINT_FIELDS = ("allow_cublas", "allow_cudnn", "allow_tf32", "check_precision")
 """Fields a task set may set through ``task.metadata.extra["integrity_policy"]`` (a mapping)."""
+
+
+PRECISION_NAMES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
+"""Short names of the dtypes a task may compute in."""
 
 
 def _names(value: Iterable[str]) -> frozenset[str]:
@@ -96,6 +112,11 @@ class IntegrityPolicy:
             (``"cublasSgemv"``, ``"at::matmul"``), or ATen ops for run-time checks (``"aten::relu"``).
         deny: names the checks reject although no rule flags them (same forms); deny wins over allow.
         disabled_checks: static checks not run at all (names from :data:`RULES`).
+        allow_tf32: an fp32 task's outputs may be as imprecise as TF32 tensor-core arithmetic (inputs of a product
+            rounded to 10 explicit mantissa bits): the float64 bound uses TF32's unit roundoff 2^-11 instead of fp32's
+            2^-24 (``cudagym.harness.compare.precision_bound``). Off by default: an fp32 task wants fp32 arithmetic.
+        check_precision: compare an fp32 task's outputs with a float64 twin of the reference as well as with its
+            tolerance (on by default; tasks in bf16 or fp16 have only their tolerance).
         honor_task_hints: apply the task set's hints (``task.metadata.extra["integrity_policy"]``).
     """
 
@@ -106,6 +127,8 @@ class IntegrityPolicy:
     allow_cpp_streams: bool = True
     allow_cuda_graphs: bool = False
     allow_exception_handling: bool = False
+    allow_tf32: bool = False
+    check_precision: bool = True
     allow: frozenset[str] = frozenset()
     deny: frozenset[str] = frozenset()
     disabled_checks: frozenset[str] = frozenset()
@@ -167,6 +190,28 @@ class IntegrityPolicy:
 
     # -- queries -------------------------------------------------------------------------------------
 
+    def precision_mode(self, dtype: str) -> str:
+        """The precision check for a task computing in ``dtype``: "fp32" (float64 reference, fp32 bound), "tf32"
+        (float64 reference, TF32 bound: ``allow_tf32``) or "off" (the task's tolerance alone: not a float32 task,
+        or ``check_precision`` is off)."""
+        if dtype != "float32" or not self.check_precision:
+            return "off"
+        return "tf32" if self.allow_tf32 else "fp32"
+
+    def precision_detail(self, dtype: str, ratios: Iterable[float | None] = ()) -> str:
+        """One line for the ``precision`` finding: the policy for ``dtype`` and, given the checks' precision ratios
+        (error against the float64 reference over its bound), the largest one."""
+        mode = self.precision_mode(dtype)
+        if mode == "off":
+            why = "check_precision is off" if dtype == "float32" else f"a {dtype} reference"
+            return f"{PRECISION_NAMES.get(dtype, dtype)}: the task's tolerance alone ({why})"
+        text = "fp32 (fp64 reference)" if mode == "fp32" else "tf32 allowed (fp64 reference, TF32 bound)"
+        ratios = list(ratios)
+        seen = [r for r in ratios if r is not None]
+        if ratios and not seen:
+            return f"{text} requested, but the float64 reference could not run this model: the task's tolerance alone"
+        return f"{text}: largest error {max(seen):.2g} of the bound" if seen else text
+
     def enabled(self, check: str) -> bool:
         """Whether the static check ``check`` runs."""
         return check not in self.disabled_checks
@@ -194,7 +239,9 @@ class IntegrityPolicy:
         texts = {
             "torch_compute": "In model_new.py the forward may only allocate tensors (torch.empty/empty_like/zeros/"
             "...), use shapes and views (.size(), .view(), .reshape(), .contiguous(), ...) and call your extension; "
-            "in C++ only allocate (torch::empty/empty_like/zeros) and read metadata. Do the math in your kernels.",
+            "in C++ only allocate (torch::empty/empty_like/zeros, and zero_()/fill_() what you allocated), read "
+            "metadata and use your own types or ATen's header-only at::vec::Vectorized helpers. Do the math in your "
+            "kernels.",
             "vendor_libraries": "Allowed libraries here: "
             + (", ".join(libraries) if libraries else "none (write the kernels yourself)")
             + "; block-level CUB and WMMA inside your own kernels are fine.",
@@ -205,11 +252,18 @@ class IntegrityPolicy:
             "extension_called": "The forward must compute its result with your extension's kernels.",
             "outside_workspace": "Include only the workspace's headers (kernels/*, binding_registry.h) and system "
             "or toolkit headers; compile and link nothing from elsewhere.",
-            "binary_loading": "Build every kernel from the sources in the workspace.",
+            "binary_loading": "Build every kernel from the sources in the workspace; numeric lookup tables (floats, "
+            "or integers of moderate size) are fine.",
+            "introspection": "A binding may only m.def functions (with py::arg names and defaults) that take and "
+            "return tensors, scalars and std::tuple/std::vector of them; nothing may call back into Python or read "
+            "the interpreter's state.",
+            "patching": "Remove it: timing, comparison, dispatch and hooks belong to the harness; call functions by "
+            "their own names.",
             "tensor_subclass": "Return plain torch.Tensor outputs computed by your kernels.",
             "cuda_graphs": "Launch your kernels directly on the current stream.",
             "concurrency": "Parallelise inside your kernels (CUDA threads, or OpenMP on the cpu backend).",
             "denied_name": "This evaluation's policy forbids that name.",
-            "checkable": "Write plainer code (split very long expressions).",
+            "checkable": "Write plainer code (split very long expressions; write out what a macro or an asm text "
+            "would build).",
         }
         return texts.get(rule, "Remove it; the evaluation harness owns timing, comparison and process control.")
