@@ -54,7 +54,7 @@ cuda = torch.cuda.is_available()
 device = "cuda" if cuda else "cpu"
 hold = None
 if cuda and spec["library"]:
-    from hold import GpuHold
+    from gpulib import GpuLib as GpuHold
     hold = GpuHold(spec["library"], 0)
     harness = CudaRepetition("cuda", hold, spec["hold_us"])
 ways = spec["ways"] if cuda else ["sync"]
@@ -162,14 +162,14 @@ def main() -> None:
     args = parser.parse_args()
     import torch
 
-    from cudagym.harness import hold
+    from cudagym.harness import gpulib
 
     cuda = torch.cuda.is_available()
     ways = [w for w in args.ways.split(",") if w] if cuda else ["sync"]
     sizes = [int(s) for s in args.sizes.split(",") if s]
     report: dict[str, object] = {"hold_us": args.hold_us, "ways": ways, "loads": {}}
     with tempfile.TemporaryDirectory(prefix="cudagym-hostload-") as tmp:
-        library = str(hold.build(Path(tmp), args.arch)) if cuda and ways != ["sync"] else ""
+        library = str(gpulib.build(Path(tmp), args.arch)) if cuda and ways != ["sync"] else ""
         for load in [x for x in args.loads.split(",") if x]:
             name, _, pin = load.partition("+")
             spec = {

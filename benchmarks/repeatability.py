@@ -4,7 +4,8 @@
 
 Prints each call's candidate time and speedups and the spread of the speedups, (max - min) / median.
 The target (issue 3) is a spread within 2% for kernels of 10 us and more. ``--pause`` waits between the calls
-(an agent thinking; 0: back to back). Each row of ``--out`` also keeps every call's per-repetition times, and the
+(an agent thinking; 0: back to back). Each row of ``--out`` also keeps every call's per-handshake times (the trusted
+clock's, ``ProfileResult.clock``), and the
 table says how they moved inside a call: ``drift`` is the median of a call's last quarter of repetitions over
 its first quarter's (below 1: the call started slow), ``slow`` the share of repetitions more than 2% above the
 call's fastest tenth.
@@ -16,7 +17,6 @@ import argparse
 import json
 import statistics
 import time
-from typing import Any
 
 from cudagym.baselines import tool_call
 from cudagym.baselines.scripted import solution_files
@@ -24,31 +24,6 @@ from cudagym.build import default_cache_dir
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
 from cudagym.tasks import load
-
-
-def record_timings(evaluator: Any) -> list[dict[str, Any]]:
-    """Every candidate timing ``evaluator`` runs from now on, in call order: its per-repetition times and, on
-    CUDA, the medians of the call's own stream and of the host latency taken off (``timing.CudaRepetition``)."""
-    if getattr(evaluator, "_recorded_timings", None) is not None:
-        return evaluator._recorded_timings
-    calls: list[dict[str, Any]] = []
-    original = evaluator._time_candidate
-
-    def recording(*args: Any, **kwargs: Any) -> Any:
-        timed, pair = original(*args, **kwargs)
-        got = timed or {}
-        calls.append(
-            {
-                "times_ms": got.get("times_ms", []),
-                "stream_ms": got.get("stream_ms"),
-                "latency_ms": got.get("latency_ms"),
-            }
-        )
-        return timed, pair
-
-    evaluator._time_candidate = recording
-    evaluator._recorded_timings = calls
-    return calls
 
 
 def inside_call(times: list[float]) -> tuple[float | None, float | None]:
@@ -73,17 +48,6 @@ def main() -> None:
         help="re-time eager and torch.compile at every call (shows whether the device itself drifts)",
     )
     parser.add_argument(
-        "--paired-eager",
-        action="store_true",
-        help="EvalConfig.paired_eager: eager timed interleaved with the candidate in every profile",
-    )
-    parser.add_argument(
-        "--transport",
-        default="auto",
-        choices=("auto", "ipc", "file"),
-        help="EvalConfig.transport: how the candidate gets its inputs (file: it owns its input buffers)",
-    )
-    parser.add_argument(
         "--prestart",
         type=int,
         default=EvalConfig.prestart,
@@ -91,15 +55,13 @@ def main() -> None:
     )
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between profile calls (default 0)")
     args = parser.parse_args()
-    config = EvalConfig(paired_eager=args.paired_eager, transport=args.transport, prestart=args.prestart)
+    config = EvalConfig(prestart=args.prestart)
     env = CudaKernelEnv(backend=args.backend, eval_config=config)
     ids = args.task or [t.id for t in load("builtin") if env.backend.name in t.solutions]
     table = []
     try:
         for task_id in ids:
             env.reset(options={"task_id": task_id})
-            timings = record_timings(env._get_evaluator())  # the local evaluator, created now if it was not
-            first = len(timings)
             for path, content in solution_files(env.task, env.backend.name).items():
                 env.step(tool_call("write_file", path=path, content=content))
             runs = []
@@ -122,10 +84,8 @@ def main() -> None:
                 "seconds": [r["seconds"] for r in runs],
                 "within_call_spread": [r.get("spread") for r in runs],  # (p75 - p25) / median inside each call
                 "phases": runs[-1]["phases"],
-                "times_ms": [c["times_ms"] for c in timings[first:]],
-                "stream_ms": [c["stream_ms"] for c in timings[first:]],
-                "latency_ms": [c["latency_ms"] for c in timings[first:]],
-                "inside_call": [inside_call(c["times_ms"]) for c in timings[first:]],
+                "times_ms": [r["clock"].get("times_ms") or [] for r in runs],
+                "inside_call": [inside_call(r["clock"].get("times_ms") or []) for r in runs],
                 "speedup_eager": se,
                 "speedup_compile": sc,
                 "spread_eager": spread(se),
@@ -136,10 +96,9 @@ def main() -> None:
             print(json.dumps(row), flush=True)
     finally:
         env.close()
-    paired = "eager interleaved with the candidate" if args.paired_eager else "cached baselines"
     print(
-        f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task; {paired}; "
-        f"inputs by {args.transport} transport; {args.pause:g} s between calls; prestart {args.prestart}\n"
+        f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task; "
+        f"{args.pause:g} s between calls; prestart {args.prestart}\n"
     )
     print(
         "| task | median candidate ms | speedup vs eager (min-max) | spread | speedup vs compile (min-max) | spread |"
@@ -151,19 +110,12 @@ def main() -> None:
             f"{max(r['speedup_eager']):.3f} | {r['spread_eager']:.2%} | {min(r['speedup_compile']):.3f}-"
             f"{max(r['speedup_compile']):.3f} | {r['spread_compile']:.2%} |"
         )
-    print(
-        "\n| task | candidate ms per call | own stream ms | host latency taken off ms | drift per call | "
-        "slow per call |"
-    )
-    print("|---|---|---|---|---|---|")
+    print("\n| task | candidate ms per profile call | drift per call | slow per call |")
+    print("|---|---|---|---|")
     for r in table:
         calls = r["inside_call"]
         print(
             f"| {r['task']} | {', '.join(f'{t:.4g}' for t in r['candidate_ms'])} | "
-            + ", ".join("n/a" if t is None else f"{t:.4g}" for t in r["stream_ms"])
-            + " | "
-            + ", ".join("n/a" if t is None else f"{t:.3g}" for t in r["latency_ms"])
-            + " | "
             + ", ".join("n/a" if d is None else f"{d:.3f}" for d, _ in calls)
             + " | "
             + ", ".join("n/a" if s is None else f"{s:.0%}" for _, s in calls)

@@ -60,7 +60,9 @@ class BaselineCache:
         complete = "eager_ms" in data and (data.get("compile_ms") is not None or not need_compile)
         return data if complete else None
 
-    def write(self, task: Task, eager_ms: float, compile_ms: float | None) -> None:
+    def write(self, task: Task, eager_ms: float, compile_ms: float | None, *, eager_spread: float = 0.0) -> None:
+        """Records ``task``'s baselines (``eager_spread``: the eager repetitions' interquartile range over their
+        median, the noise a later re-validation is judged against)."""
         path = self.path(task)
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")
@@ -69,6 +71,7 @@ class BaselineCache:
             "device": self.backend.device_name,
             "eager_ms": eager_ms,
             "compile_ms": compile_ms,
+            "eager_spread": eager_spread,
             "torch": self.torch_version,
         }
         tmp.write_text(json.dumps(record))

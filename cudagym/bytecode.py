@@ -57,7 +57,18 @@ WARM_MODULES = (
     "torch.utils._python_dispatch",
     "torch.utils.cpp_extension",
 )
-HARNESS_MODULES = ("common", "timing", "transfer", "hold", "candidate", "reference")
+HARNESS_MODULES = (
+    "common",
+    "timing",
+    "compare",
+    "gpulib",
+    "handshake",
+    "freezer",
+    "clock",
+    "stages",
+    "candidate",
+    "reference",
+)
 # what ``fill`` compiles besides the standard library: the packages those imports come from (those installed)
 FILL_PACKAGES = (
     "torch",

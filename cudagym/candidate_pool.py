@@ -109,8 +109,8 @@ class CandidatePool:
             while len(self._spares) < self.prestart:
                 self._spares.append(self._new())
 
-    def start(self, job: dict[str, Any], prefix: tuple[str, ...] = (), *, refill: bool = True) -> Child:
-        """A single-use candidate with its job sent; it then waits for commands on stdin.
+    def acquire(self, prefix: tuple[str, ...] = (), *, refill: bool = True) -> Child:
+        """A single-use candidate that has not been given its job yet (send it with ``child.send``).
 
         It is the oldest spare when there is one, else a new process; ``prefix`` (a wrapper such as ncu)
         always gets a new one. ``refill=False``: no successor starts now (call :meth:`fill` later)."""
@@ -123,6 +123,11 @@ class CandidatePool:
                 if refill:
                     self.fill()
             self._running.append(child)
+        return child
+
+    def start(self, job: dict[str, Any], prefix: tuple[str, ...] = (), *, refill: bool = True) -> Child:
+        """A single-use candidate with its job sent (``acquire``, then the job); it then does its stage."""
+        child = self.acquire(prefix, refill=refill)
         child.send(job)
         return child
 
@@ -196,8 +201,13 @@ class CandidatePool:
             self.join_reapers()
 
 
-def classify(child: Child, finished: bool, code: int | None, timeout: float) -> tuple[Status, str, str]:
-    """How a candidate's stage ended: (status, message, signal name); ``Status.OK`` when it said done."""
+def classify(
+    child: Child | None, finished: bool, code: int | None, timeout: float, silent: str = ""
+) -> tuple[Status, str, str]:
+    """How a candidate's stage ended: (status, message, signal name); ``Status.OK`` when it said done. ``silent``:
+    why the trusted clock stopped waiting for it, when it did."""
+    if child is None:
+        return Status.CRASH, "The candidate process could not be started.", ""
     errors = [m for m in child.messages if m.get("ok") is False]
     stages = [m.get("stage") for m in child.messages]
     if not finished:
@@ -215,6 +225,8 @@ def classify(child: Child, finished: bool, code: int | None, timeout: float) -> 
         return Status.CRASH, f"The candidate process was killed by {sig} {where} ModelNew.", sig
     if "done" not in stages:
         return Status.CRASH, f"The candidate process exited with status {code} before finishing.", sig
+    if silent:
+        return Status.CRASH, f"The candidate stopped answering the evaluation: {silent}.", sig
     return Status.OK, "", sig
 
 

@@ -4,7 +4,7 @@
 tool calls (write, compile, verify, profile, submit) and prints the episode and its reward.
 ``cudagym tasks list|show``: inspect task sets.
 ``cudagym serve``: the local evaluation service shared by the environments of one machine.
-``cudagym prepare``: the precompiled header, the GPU hold kernel and the bytecode cache, built ahead of time.
+``cudagym prepare``: the precompiled header, the GPU library and the bytecode cache, built ahead of time.
 """
 
 from __future__ import annotations

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import subprocess
-import warnings
 from pathlib import Path
 from typing import Literal
 
 from cudagym import bytecode
 from cudagym.backends import Backend
 from cudagym.build import BuildOptions
-from cudagym.harness import hold
+from cudagym.harness import gpulib
 from cudagym.harness.timing import TimingConfig
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.sandbox import ChildLimits
@@ -32,7 +31,6 @@ class EvalConfig:
     timing: TimingConfig = dataclasses.field(default_factory=TimingConfig)
     build: BuildOptions = dataclasses.field(default_factory=BuildOptions)
     limits: ChildLimits = dataclasses.field(default_factory=ChildLimits)
-    poison_bytes: int = 64 * 1024 * 1024  # cuda: NaN-filled device memory freed before each call
     prestart: int = 2  # candidates kept started ahead (torch imported, CUDA and its tracing initialised); cpu: <= 1
     # fork candidates from a server that imported torch once (cudagym/forkserver.py; $CUDAGYM_FORK_SERVER=0
     # turns it off for the process)
@@ -46,19 +44,11 @@ class EvalConfig:
     # the torch.compile baseline (a cold cycle's critical path) is built sooner; "auto": when preparing ahead
     # with the compile baseline (off on cpu, where the import would take a core from the agent's compiles)
     preload_compiler: bool | Literal["auto"] = "auto"
-    # time eager interleaved with the candidate inside its timing slot, on its inputs, in ``paired_rounds``
-    # alternating rounds, and take the speedups from the pair (torch.compile's cached time scaled by the same
-    # drift; cudagym/paired_timing.py). Off by default: on the H200 it did not narrow the spread of five profiles
-    # (softmax_scale_bias 1.43% with cached baselines, 4.65% interleaved; docs/benchmarks.md), because what
-    # varies there is each process's own time, not a drift both sides share. "auto": on for cuda.
-    paired_eager: bool | Literal["auto"] = False
-    paired_rounds: int = 6
     # at most this many environments of one GPU inside a verify or a profile at once, whose inputs, buffers and
     # reference outputs fill device memory (cudagym/memory_slots.py); "auto": one per 20 GiB of the device's
     # memory on cuda (7 on an H200), no bound on cpu; 0: no bound
     memory_slots: int | Literal["auto"] = "auto"
     output_chars: int = 6000  # how much of a child's output an observation may carry
-    transport: str = "auto"  # inputs/outputs between processes: "ipc" (CUDA IPC), "file", or "auto" (ipc on cuda)
     check_determinism: bool = True  # verify runs check 1's inputs twice and requires bitwise-equal outputs
     max_leaked_bytes: int = 4 * 1024**3  # the reference process restarts when this much device memory leaked
     policy: IntegrityPolicy = dataclasses.field(default_factory=IntegrityPolicy)  # what solutions may do
@@ -69,22 +59,13 @@ class EvalConfig:
     bytecode_cache: bool | Literal["auto"] = "auto"
 
     def __post_init__(self) -> None:
-        if self.paired_rounds < 1:
-            raise ValueError(f"paired_rounds must be >= 1, got {self.paired_rounds}")
         if self.num_checks < 1:
             raise ValueError(f"num_checks must be >= 1, got {self.num_checks}")
         if self.bytecode_cache not in (True, False, "auto"):
             raise ValueError(f"bytecode_cache must be True, False or 'auto', got {self.bytecode_cache!r}")
-        if self.transport not in ("auto", "ipc", "file"):
-            raise ValueError(f"transport must be 'auto', 'ipc' or 'file', got {self.transport!r}")
         for name in ("verify_timeout", "profile_timeout", "reference_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
-
-
-def pairs_eager(config: EvalConfig, backend: Backend) -> bool:
-    """Whether profiles time eager interleaved with the candidate (``EvalConfig.paired_eager``)."""
-    return config.paired_eager is True or (config.paired_eager == "auto" and backend.is_cuda)
 
 
 def prepares_ahead(config: EvalConfig, backend: Backend) -> bool:
@@ -106,15 +87,14 @@ def resolve_bytecode(config: EvalConfig, cache_dir: Path) -> Path | None:
 
 
 def resolve_timing(timing: TimingConfig, backend: Backend, cache_dir: Path, nvcc: str | None) -> TimingConfig:
-    """The timing settings sent to the children that time: ``timing`` and, on the cuda backend, the kernel that
-    holds the GPU before each start event (``harness/hold.py``), built with ``nvcc`` for this device once per
-    cache directory. Should the build fail, the start event is recorded on an idle GPU instead, with a
-    RuntimeWarning and a method string that says so. The evaluator and the task checks both time this way."""
-    if not backend.is_cuda or timing.hold_us <= 0 or timing.hold_library:
+    """The timing settings the reference process times with: ``timing`` and, on the cuda backend, the trusted side's
+    GPU library (``harness/gpulib.py``: the hold, the handshake's flags, the output seal), built with ``nvcc`` for
+    this device once per cache directory. The trusted clock cannot run without it: a failed build raises
+    RuntimeError (a harness error for the stage that needed it)."""
+    if not backend.is_cuda or timing.gpu_library:
         return timing
     try:
-        library = hold.build(cache_dir / "hold", backend.arch, nvcc=nvcc or "nvcc")
+        library = gpulib.build(cache_dir / "gpulib", backend.arch, nvcc=nvcc or "nvcc")
     except (OSError, RuntimeError, subprocess.SubprocessError) as exc:
-        warnings.warn(f"cudagym times without the GPU hold: {exc}", RuntimeWarning, stacklevel=2)
-        return timing
-    return dataclasses.replace(timing, hold_library=str(library))
+        raise RuntimeError(f"the trusted clock's GPU library could not be built: {exc}") from exc
+    return dataclasses.replace(timing, gpu_library=str(library))

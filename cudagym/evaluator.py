@@ -30,9 +30,9 @@ from cudagym.backends import Backend
 from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
+from cudagym.candidate_stage import CandidateStage, candidate_stage
 from cudagym.eval_config import (
     EvalConfig,
-    pairs_eager,
     preloads_compiler,
     prepares_ahead,
     resolve_bytecode,
@@ -46,7 +46,6 @@ from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.integrity.static_checks import run_static_checks, violation_message
 from cudagym.memory_slots import auto_slots, memory_slot
 from cudagym.ncu import summarize_ncu
-from cudagym.paired_timing import PairedTiming, interleave
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import (
     CheckResult,
@@ -60,25 +59,14 @@ from cudagym.results import (
     VerifyResult,
     milestone_tier,
 )
-from cudagym.sandbox import Child, exchange_dir
+from cudagym.sandbox import exchange_dir
+from cudagym.stage_judgement import BaselineVerdict, check_result, judge_baselines, timing_findings, verify_outcome
 from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace
 
 _AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
 COMPILE_POLL_S = 0.1  # how often the baselines timed ahead ask whether the reference's torch.compile is done
-
-
-@dataclasses.dataclass
-class _Measured:
-    """What a profile got from its candidate: the timing (``timed`` message, and the interleaved ``pair`` when
-    eager was paired), the per-kernel breakdown, the re-check on fresh inputs and the integrity findings."""
-
-    timed: dict[str, Any] | None = None
-    pair: PairedTiming | None = None
-    kernels: list[dict[str, Any]] = dataclasses.field(default_factory=list)
-    recheck: CheckResult | None = None
-    findings: list[IntegrityFinding] = dataclasses.field(default_factory=list)
 
 
 class Evaluator(Protocol):
@@ -178,15 +166,11 @@ class LocalEvaluator:
             if switched or self._cached_baselines() is not None:
                 return
             key = f"ahead-{secrets.token_hex(4)}"  # its own name: a later preparation never reuses it
-            folder = Path(tempfile.mkdtemp(prefix="cudagym-ahead-", dir=exchange_dir()))
-            try:
-                self._unchecked_inputs(ref, key, folder)
-                if self.config.compile_baseline:  # in the reference's background: a first verify need not wait
-                    slot = warmup_slot_env(self.backend, self.cache_dir).get(WARMUP_SLOT_ENV, "")
-                    ref.call("compile_reference", key=key, background=True, slot=slot)
-                self._mark_ahead("compile_started")
-            finally:
-                shutil.rmtree(folder, ignore_errors=True)
+            self._unchecked_inputs(ref, key)
+            if self.config.compile_baseline:  # in the reference's background: a first verify need not wait
+                slot = warmup_slot_env(self.backend, self.cache_dir).get(WARMUP_SLOT_ENV, "")
+                ref.call("compile_reference", key=key, background=True, slot=slot)
+            self._mark_ahead("compile_started")
             self._baselining = threading.Thread(
                 target=self._time_baselines_ahead, args=(ref, task, key), name="cudagym-baselines", daemon=True
             )
@@ -205,17 +189,9 @@ class LocalEvaluator:
         except Exception as exc:  # the compile builds it again and reports its own error
             self.ahead_error = f"precompiled header: {type(exc).__name__}: {exc}"
 
-    def _unchecked_inputs(self, ref: ReferenceProcess, key: str, folder: Path) -> dict[str, Any]:
-        """A fresh input set ``key`` from a secret seed, with no reference output kept for it."""
-        return ref.call(
-            "prepare",
-            key=key,
-            seed=secrets.randbits(62),
-            kind="task",
-            transport=self._transport(),
-            path=str(folder / f"{key}.in.pt"),
-            keep_output=False,
-        )
+    def _unchecked_inputs(self, ref: ReferenceProcess, key: str, path: str = "") -> dict[str, Any]:
+        """A fresh input set ``key`` from a secret seed, kept in the reference (and written to ``path``)."""
+        return ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task", path=path)
 
     def _join_ahead(self) -> None:
         """Waits for the preparation ahead (the reference process serves one caller at a time)."""
@@ -394,11 +370,13 @@ class LocalEvaluator:
             )
         return compiled, None
 
-    def _base_job(self, workspace: Workspace, compiled: CompileResult, folder: Path, mode: str) -> dict[str, Any]:
+    def _job(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> dict[str, Any]:
+        """A serving candidate's job (its link to the clock is added by ``CandidateStage``); the weights travel as a
+        file in its private ``folder``."""
         state = folder / "state.pt"
         self.reference().call("export_state", path=str(state))
         return {
-            "mode": mode,
+            "mode": "serve",
             "workspace": str(workspace.path),
             "extension": compiled.artifact,
             "state_path": str(state),
@@ -406,145 +384,73 @@ class LocalEvaluator:
             "dtype": self.task.metadata.dtype,
             "threads": self.backend.threads,
             "eval_mode": self._eval_mode,
-            "poison_bytes": self.config.poison_bytes if self.backend.is_cuda else 0,
         }
 
-    # -- candidate conversations -------------------------------------------------------------------
-
-    def _transport(self) -> str:
-        """How inputs and outputs travel: CUDA IPC on the GPU, files on the CPU (``EvalConfig.transport``)."""
-        if self.config.transport != "auto":
-            return self.config.transport
-        return "ipc" if self.backend.is_cuda else "file"
-
-    def _run_check(
-        self,
-        child: Child,
-        ref: ReferenceProcess,
-        folder: Path,
-        deadline: float,
-        *,
-        key: str,
-        seed: int,
-        kind: str,
-        index: int,
-        observe: bool = False,
-        keep: bool = False,
-        same_as: str = "",
-    ) -> tuple[CheckResult | None, list[IntegrityFinding], dict[str, Any]]:
-        """One input set through the candidate and the comparison: (check, findings, prepare reply).
-
-        The check is None when the candidate failed before answering (its messages say why). Holds the
-        device's shared slot: correctness work never overlaps another environment's timing."""
-        with self._shared_slot("check", deadline):
-            spec = ref.call(
-                "prepare", key=key, seed=seed, kind=kind, transport=self._transport(), path=str(folder / f"{key}.in.pt")
-            )
-            try:
-                child.send(
-                    {"op": "run", "key": key, "inputs": spec["inputs"], "output": spec["output"], "observe": observe}
-                )
-                message = self.pool.await_stage(child, "checked", deadline, key)
-                if message is None:
-                    return None, [], spec
-                reply = ref.call(
-                    "compare",
-                    key=key,
-                    atol=self.atol,
-                    rtol=self.rtol,
-                    index=index,
-                    meta=message["meta"],
-                    keep=keep,
-                    same_as=same_as,
-                )["check"]
-            finally:
-                if not keep:
-                    ref.call("drop", key=key)
-            findings = [
-                runtime.inputs_unchanged(reply.get("inputs_unchanged"), message.get("inputs_changed")),
-                runtime.no_aliasing(message["meta"]),
-                runtime.trusted_functions(message.get("replaced")),
-                runtime.no_threads(message.get("threads_started")),
-            ]
-            if observe:
-                findings.append(runtime.torch_compute(message.get("ops"), self.policy))
-            if same_as:
-                findings.append(runtime.deterministic(reply.get("deterministic")))
-            return _check_result(reply), findings, spec
+    def _stage(self, workspace: Workspace, compiled: CompileResult, deadline: float, *, refill: bool) -> CandidateStage:
+        """A candidate stage with this evaluator's pool and reference, timed by the reference's clock."""
+        timing = self.timing
+        return CandidateStage(
+            self.pool,
+            self.reference(),
+            lambda folder: self._job(workspace, compiled, folder),
+            deadline=deadline,
+            gpu_library=timing.gpu_library,
+            hold_us=timing.hold_us,
+            symbols_dir=str(self.cache_dir / "symbols"),
+            refill=refill,
+        )
 
     # -- verify ------------------------------------------------------------------------------------
 
-    def _run_checks(
-        self, child: Child, ref: ReferenceProcess, folder: Path, deadline: float, kinds: tuple[str, ...]
-    ) -> tuple[list[CheckResult], list[IntegrityFinding]]:
-        """``num_checks`` fresh input sets through the candidate, then check 1's inputs again (determinism);
-        stops at the first failed check or integrity finding. Returns the checks run and their findings."""
-        checks: list[CheckResult] = []
-        findings: list[IntegrityFinding] = []
-        count = self.config.num_checks
-        plan = [(f"check{i}", secrets.randbits(62), kinds[i % len(kinds)]) for i in range(count)]
-        if self.config.check_determinism:
-            plan.append(("repeat", plan[0][1], plan[0][2]))  # check 1's seed: the same inputs again
-        for i, (key, seed, kind) in enumerate(plan):
-            check, found, _ = self._run_check(
-                child,
-                ref,
-                folder,
-                deadline,
-                key=key,
-                seed=seed,
-                kind=kind,
-                index=i,
-                observe=i == 0,
-                keep=i == 0 and self.config.check_determinism,
-                same_as="check0" if key == "repeat" else "",
-            )
-            if check is None:
-                break
-            checks.append(check)
-            findings.extend(found)
-            if not check.passed or runtime.first_failure(found) is not None:
-                break
-        return checks, findings
-
     def verify(self, workspace: Workspace) -> VerifyResult:
-        """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for
-        determinism) in one candidate process, comparing each output in the reference process."""
+        """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for determinism) in
+        one candidate process; the reference process writes every input set, reads every output and compares."""
         start = time.monotonic()
         compiled, failure = self._prechecks(workspace, Stage.VERIFY, VerifyResult)
         if failure is not None:
             return failure
         assert compiled is not None
         kinds = self.config.input_kinds or self.task.metadata.input_kinds or ("task",)
-        folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=exchange_dir()))
         deadline = time.monotonic() + self.config.verify_timeout
-        checks: list[CheckResult] = []
-        findings: list[IntegrityFinding] = []
-        child: Child | None = None
+        phases = Phases(start)
+        phases.mark("prechecks")
+        reply: dict[str, Any] | None = None
         try:
-            phases = Phases(start)
-            phases.mark("prechecks")
-            ref = self.reference()
-            phases.mark("reference")
-            child = self.pool.start(self._base_job(workspace, compiled, folder, "verify"))
-            ready = self.pool.await_stage(child, "ready", deadline)
-            phases.mark("candidate_load")
-            with self._memory_slot(deadline):
-                phases.mark("memory_slot")
-                if ready is not None:
-                    checks, findings = self._run_checks(child, ref, folder, deadline, kinds)
-                phases.mark("checks")
-                ref.call("drop", key="check0")
-            finished, code = self.pool.finish(child, deadline)
-            phases.mark("candidate_exit")
-            status, message, sig = classify(child, finished, code, self.config.verify_timeout)
+            with candidate_stage(self._stage(workspace, compiled, deadline, refill=True)) as stage:
+                phases.mark("reference")
+                with self._memory_slot(deadline):
+                    phases.mark("memory_slot")
+                    if stage.start():
+                        with self._shared_slot("calibration", deadline):
+                            calibrated = stage.calibrate()
+                        phases.mark("candidate_start")
+                        if calibrated and stage.await_ready():
+                            phases.mark("candidate_load")
+                            plan = [
+                                [secrets.randbits(62), kinds[i % len(kinds)]] for i in range(self.config.num_checks)
+                            ]
+                            with self._shared_slot("check", deadline):
+                                reply = stage.run(
+                                    "verify_candidate",
+                                    plan=plan,
+                                    repeat_first=self.config.check_determinism,
+                                    atol=self.atol,
+                                    rtol=self.rtol,
+                                    precision=self.policy.precision_mode(self.task.metadata.dtype),
+                                )
+                    phases.mark("checks")
+                    finished, code = stage.finish()
+                    phases.mark("candidate_exit")
+                child = stage.child
+                status, message, sig = classify(child, finished, code, self.config.verify_timeout, stage.silent)
         except RuntimeError as exc:
             return _harness_failure(VerifyResult, Stage.VERIFY, exc, start)
-        finally:
-            if child is not None:
-                self.pool.discard(child)
-            shutil.rmtree(folder, ignore_errors=True)
         stderr = candidate_output(child, workspace, self.config.output_chars)
+        checks, findings = verify_outcome(reply, self.policy, self.config.check_determinism)
+        if checks:  # the precision policy, and whether every check met its float64 bound
+            ratios = [c.precision_ratio for c in checks]
+            detail = self.policy.precision_detail(self.task.metadata.dtype, ratios)
+            findings.append(IntegrityFinding("precision", all((r or 0.0) <= 1.0 for r in ratios), detail))
         failed = next((c for c in checks if not c.passed), None)
         broken = runtime.first_failure(findings)
         if status is Status.OK and failed is not None:
@@ -598,15 +504,16 @@ class LocalEvaluator:
         return self.baseline_cache.read(task or self.task, need_compile=self.config.compile_baseline)
 
     def baselines(
-        self, key: str, *, ref: ReferenceProcess | None = None, task: Task | None = None
+        self, key: str, *, ref: ReferenceProcess | None = None, task: Task | None = None, retime: bool = False
     ) -> tuple[float, float | None, bool]:
         """(eager_ms, compile_ms, from_cache) of ``task`` (default: the current one), measured on the reference's
-        input set ``key`` when not cached, each in the device's timing slot.
+        input set ``key`` when not cached (or, with ``retime``, whatever the cache holds), each in the device's
+        timing slot.
 
         compile_ms is None when ``EvalConfig.compile_baseline`` is off (tiers then stop at 2). ``ref``: the
         reference process to use as it is (the timing ahead, which must not wait for a preparation)."""
         task = task or self.task
-        data = self._cached_baselines(task)
+        data = None if retime else self._cached_baselines(task)
         if data is not None:
             return self._from_cache(data)
         timing = dataclasses.asdict(self.timing)
@@ -617,15 +524,15 @@ class LocalEvaluator:
             ref.call("compile_reference", key=key)  # a compile's first call generates code: never timed
         self.pool.join_reapers()  # a used candidate still tearing down its CUDA context would disturb the timing
         with self._timing_slot("baselines"):
-            data = self._cached_baselines(task)  # another environment of this task may have timed them meanwhile
+            data = None if retime else self._cached_baselines(task)  # another environment may have timed them
             if data is not None:
                 return self._from_cache(data)
-            eager = ref.call("baseline", key=key, mode="eager", timing=timing)["median_ms"]
+            eager = ref.call("baseline", key=key, mode="eager", timing=timing)
             compiled = None
             if self.config.compile_baseline:
                 compiled = ref.call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
-        self.baseline_cache.write(task, eager, compiled)
-        return eager, compiled, False
+        self.baseline_cache.write(task, eager["median_ms"], compiled, eager_spread=eager["spread"])
+        return eager["median_ms"], compiled, False
 
     def _from_cache(self, data: dict[str, Any]) -> tuple[float, float | None, bool]:
         """``baselines``' answer from a cache record."""
@@ -669,19 +576,47 @@ class LocalEvaluator:
                     self.ahead_error = f"baselines: dropping their inputs: {exc}"
 
     def _profile_baselines(
-        self, ref: ReferenceProcess, folder: Path, deadline: float
-    ) -> tuple[float, float | None, bool]:
-        """A profile's baselines, asked for once its candidate is timed: those being timed ahead, waited for
-        outside any memory slot (a first profile's candidate is timed while the reference still compiles), or
-        else timed now on an input set of their own."""
+        self, ref: ReferenceProcess, deadline: float, timed: dict[str, Any] | None
+    ) -> tuple[BaselineVerdict, bool]:
+        """A profile's baselines, asked for once its candidate is timed: those being timed ahead, waited for outside
+        any memory slot (a first profile's candidate is timed while the reference still compiles), or else timed
+        now; then judged against eager timed beside the candidate (``stage_judgement.judge_baselines``) and timed
+        again when the cache proves stale. Returns the verdict and whether the times came from the cache."""
         self._await_baselines_ahead(deadline)
         data = self._cached_baselines()
-        if data is not None:
-            return self._from_cache(data)
+        if data is None:
+            eager_ms, compile_ms, _ = self._fresh_baselines(ref, deadline)
+            data = {"eager_ms": eager_ms, "compile_ms": compile_ms, "eager_spread": 0.0}
+            cached = False
+        else:
+            cached = True
+        timed = timed or {}
+        slowed = int(timed.get("clock_slowed", 0)) * 4 > max(1, int(timed.get("handshakes", 0)))
+        compile_ms = data["compile_ms"] if self.config.compile_baseline else None
+        verdict = judge_baselines(
+            data["eager_ms"],
+            compile_ms,
+            float(data.get("eager_spread") or 0.0),
+            list(timed.get("eager_ms", [])),
+            cuda=self.backend.is_cuda,
+            clock_slowed=slowed,
+        )
+        if verdict.retime:
+            eager_ms, compile_ms, _ = self._fresh_baselines(ref, deadline, retime=True)
+            verdict = dataclasses.replace(
+                verdict, eager_ms=eager_ms, compile_ms=compile_ms, detail=f"{verdict.detail}; timed again"
+            )
+            cached = False
+        return verdict, cached
+
+    def _fresh_baselines(
+        self, ref: ReferenceProcess, deadline: float, *, retime: bool = False
+    ) -> tuple[float, float | None, bool]:
+        """The baselines timed now on an input set of their own (``baselines``)."""
         with self._memory_slot(deadline):
-            self._unchecked_inputs(ref, "baselines", folder)
+            self._unchecked_inputs(ref, "baselines")
             try:
-                return self.baselines("baselines")
+                return self.baselines("baselines", retime=retime)
             finally:
                 ref.call("drop", key="baselines")
 
@@ -693,82 +628,92 @@ class LocalEvaluator:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
 
     def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
-        """Times ModelNew, then re-checks it on fresh inputs written into the buffers it was timed on, and
-        compares with the eager and torch.compile baselines (cached per task, device and torch)."""
+        """Times ModelNew on the reference process's clock (every call on fresh inputs, a random share of the calls
+        compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
+        torch, and re-validated by eager timed beside the candidate)."""
         start = time.monotonic()
         compiled, failure = self._prechecks(workspace, Stage.PROFILE, ProfileResult)
         if failure is not None:
             return failure
         assert compiled is not None
-        folder = Path(tempfile.mkdtemp(prefix="cudagym-eval-", dir=exchange_dir()))
         deadline = time.monotonic() + self.config.profile_timeout
-        measured = _Measured()
-        child: Child | None = None
+        phases = Phases(start)
+        phases.mark("prechecks")
+        timed: dict[str, Any] | None = None
         try:
-            phases = Phases(start)
-            phases.mark("prechecks")
-            ref = self.reference()
-            phases.mark("reference")
-            # quiet device while timing: no successor starts (CUDA init) and no used candidate is still dying
-            child = self.pool.start(self._base_job(workspace, compiled, folder, "profile"), refill=False)
-            self.pool.join_reapers()
-            # the timed calls' output is not compared (the re-check's is): no reference output kept
-            with self._memory_slot(deadline):
-                phases.mark("memory_slot")
-                prepared = self._unchecked_inputs(ref, "timing", folder)
-                ready = self.pool.await_stage(child, "ready", deadline)
-                phases.mark("inputs_and_candidate_load")
-                # a compile begun ahead uses the device in the shared slot, which no timing overlaps; but on cpu it
-                # would take the cores the timed calls run on, and eager timed beside the candidate waits for it
-                if not self.backend.is_cuda or pairs_eager(self.config, self.backend):
-                    ref.call("await_compile")
-                    phases.mark("reference_compile")
-                if ready is not None:
-                    measured = self._measure(child, ref, prepared["inputs"], folder, deadline, phases)
-                phases.mark("recheck")
-                finished, code = self.pool.finish(child, deadline)
-                phases.mark("candidate_exit")
-                status, message, sig = classify(child, finished, code, self.config.profile_timeout)
+            self.pool.join_reapers()  # no used candidate still tearing down its CUDA context on the device
+            # quiet device while timing: no successor starts (CUDA init) meanwhile
+            with candidate_stage(self._stage(workspace, compiled, deadline, refill=False)) as stage:
+                ref = stage.ref
+                phases.mark("reference")
+                with self._memory_slot(deadline):
+                    phases.mark("memory_slot")
+                    if stage.start():
+                        # the reference is the clock: a torch.compile in its background would hold its interpreter
+                        # between the clock's readings (and, on cpu, take the cores the timed calls run on)
+                        ref.call("await_compile")
+                        with self._timing_slot("calibration", deadline):
+                            calibrated = stage.calibrate()
+                        phases.mark("calibration")
+                        if calibrated and stage.await_ready():
+                            phases.mark("candidate_load")
+                            with self._timing_slot("candidate", deadline):
+                                timed = stage.run(
+                                    "time_candidate",
+                                    timing=dataclasses.asdict(self.timing),
+                                    atol=self.atol,
+                                    rtol=self.rtol,
+                                    precision=self.policy.precision_mode(self.task.metadata.dtype),
+                                )
+                            phases.mark("timing")
+                    finished, code = stage.finish()
+                    phases.mark("candidate_exit")
+                child = stage.child
+                status, message, sig = classify(child, finished, code, self.config.profile_timeout, stage.silent)
+                kernels = stage.kernels()
                 self.pool.fill()
-                ncu_text = self._ncu(workspace, compiled, folder) if ncu else ""
+                ncu_text = self._ncu(workspace, compiled) if ncu else ""
                 if ncu:
                     phases.mark("ncu")
-                ref.call("drop", key="timing")
-            eager_ms, compile_ms, cached = self._profile_baselines(ref, folder, deadline)
+            verdict, cached = self._profile_baselines(ref, deadline, timed)
             phases.mark("baselines")
         except RuntimeError as exc:
             return _harness_failure(ProfileResult, Stage.PROFILE, exc, start)
-        finally:
-            if child is not None:
-                self.pool.discard(child)
-            shutil.rmtree(folder, ignore_errors=True)
         stderr = candidate_output(child, workspace, self.config.output_chars)
-        timed, pair, recheck, findings = measured.timed, measured.pair, measured.recheck, measured.findings
-        candidate_ms = timed["median_ms"] if timed else None
-        if timed is not None:
+        ok_timing = timed is not None and timed.get("median_ms") is not None
+        candidate_ms = timed["median_ms"] if ok_timing and timed else None
+        findings = timing_findings(timed, self.policy) if timed else []
+        if timed:  # the precision policy, and whether a failed timed call failed its float64 bound
+            ratio = check_result(timed["failure"]).precision_ratio if timed.get("failure") else None
+            detail = self.policy.precision_detail(self.task.metadata.dtype, [ratio] if ratio is not None else [])
+            findings.append(IntegrityFinding("precision", (ratio or 0.0) <= 1.0, detail))
+        if candidate_ms is not None:
             findings += [
-                runtime.own_kernels(measured.kernels, self.backend.is_cuda, self.policy),
-                runtime.within_roofline(candidate_ms, int(prepared.get("bytes", 0)), self._peak_bandwidth),
+                runtime.own_kernels(kernels, self.backend.is_cuda, self.policy),
+                runtime.within_roofline(candidate_ms, stage.moved_bytes, self._peak_bandwidth),
             ]
         broken = runtime.first_failure(findings)
-        if status is Status.OK and recheck is not None and not recheck.passed:
+        failed = (timed or {}).get("failure")
+        eager_ms, compile_ms = verdict.eager_ms, verdict.compile_ms
+        if status is Status.OK and failed is not None and failed.get("inputs_unchanged") is not False:
             status = Status.MISMATCH
-            message = f"Wrong output on fresh inputs written into the timed input buffers: {describe_check(recheck)}"
+            message = f"Wrong output on a timed call (fresh inputs): {describe_check(check_result(failed))}"
         elif status is Status.OK and broken is not None:
             status = Status.INTEGRITY
             message = f"Integrity check '{broken.check}' failed: {broken.detail}"
-        if pair is not None and eager_ms > 0:  # eager under the candidate's conditions, and the drift it shows
-            compile_ms = compile_ms * pair.eager_ms / eager_ms if compile_ms is not None else None
-            eager_ms = pair.eager_ms
+        elif status is Status.OK and candidate_ms is None:
+            status = Status.HARNESS_ERROR
+            message = "The timing gave no figure."
         speedup_eager = eager_ms / candidate_ms if candidate_ms else None
         speedup_compile = compile_ms / candidate_ms if candidate_ms and compile_ms else None
         if status is Status.OK:
-            beside = " interleaved with it" if pair is not None else ""
-            message = f"ModelNew {candidate_ms:.4g} ms | eager{beside} {eager_ms:.4g} ms ({speedup_eager:.3g}x) | " + (
+            message = f"ModelNew {candidate_ms:.4g} ms | eager {eager_ms:.4g} ms ({speedup_eager:.3g}x) | " + (
                 f"torch.compile {compile_ms:.4g} ms ({speedup_compile:.3g}x)"
                 if compile_ms is not None
                 else "torch.compile not timed (compile_baseline=False)"
             )
+            if not verdict.fair:
+                message += f" | not a fair figure ({verdict.detail}): profile again when the machine is quiet"
         return ProfileResult(
             stage=Stage.PROFILE,
             status=status,
@@ -779,13 +724,19 @@ class LocalEvaluator:
             compile_ms=compile_ms,
             speedup_eager=speedup_eager,
             speedup_compile=speedup_compile,
-            repetitions=timed["reps"] if timed else 0,
-            spread=timed["spread"] if timed else None,
-            kernels=tuple(KernelTime(k["name"], k["calls"], k["total_ms"], k["share"]) for k in measured.kernels),
+            repetitions=timed["reps"] if ok_timing and timed else 0,
+            spread=timed["spread"] if ok_timing and timed else None,
+            kernels=tuple(KernelTime(k["name"], k["calls"], k["total_ms"], k["share"]) for k in kernels),
             device=self.backend.device_name,
-            method=timed["method"] if timed else "",
+            method=timed["method"] if ok_timing and timed else "",
             baseline_cached=cached,
-            eager_paired=pair is not None,
+            timing_fair=verdict.fair,
+            baseline_check=verdict.detail,
+            calls_per_handshake=int((timed or {}).get("calls_per_handshake", 0)),
+            checked_calls=int((timed or {}).get("checked_calls", 0)),
+            clock={
+                k: (timed or {}).get(k) for k in ("calibration", "phases_us", "handshakes", "clock_slowed", "times_ms")
+            },
             ncu=ncu_text,
             stderr=stderr,
             signal=sig,
@@ -793,76 +744,21 @@ class LocalEvaluator:
             phases=phases.items(),
         )
 
-    def _measure(
-        self, child: Child, ref: ReferenceProcess, inputs: Any, folder: Path, deadline: float, phases: Phases
-    ) -> _Measured:
-        """Times the candidate on ``inputs`` inside the timing slot, takes its per-kernel breakdown, then
-        re-checks it on fresh inputs written into the buffers it was timed on."""
-        measured = _Measured()
-        with self._timing_slot("candidate", deadline):
-            measured.timed, measured.pair = self._time_candidate(child, ref, inputs, deadline)
-            phases.mark("timing")
-            breakdown = self.pool.await_stage(child, "kernels", deadline) if measured.timed else None
-            phases.mark("kernel_breakdown")
-        if breakdown is None:
-            return measured
-        measured.kernels = breakdown["kernels"]
-        measured.findings += [
-            runtime.trusted_functions(breakdown.get("replaced")),
-            runtime.no_threads(breakdown.get("threads_started")),
-        ]
-        measured.recheck, found, _ = self._run_check(
-            child, ref, folder, deadline, key="recheck", seed=secrets.randbits(62), kind="task", index=0
-        )
-        measured.findings += found
-        return measured
-
-    def _time_candidate(
-        self, child: Child, ref: ReferenceProcess, inputs: Any, deadline: float
-    ) -> tuple[dict[str, Any] | None, PairedTiming | None]:
-        """Times the candidate on ``inputs`` (the caller holds the timing slot); returns its ``timed`` message
-        (None when it failed) and, with ``paired_eager``, the interleaved timing it came from. The candidate's
-        per-kernel breakdown follows as its next message either way."""
-        if not pairs_eager(self.config, self.backend):
-            child.send({"op": "time", "inputs": inputs, "timing": dataclasses.asdict(self.timing)})
-            return self.pool.await_stage(child, "timed", deadline), None
-        replies: list[dict[str, Any] | None] = []
-
-        def candidate_round(timing: TimingConfig, last: bool) -> list[float] | None:
-            command: dict[str, Any] = {"op": "time", "timing": dataclasses.asdict(timing), "breakdown": last}
-            if not replies:
-                command["inputs"] = inputs
-            child.send(command)
-            replies.append(self.pool.await_stage(child, "timed", deadline))
-            return replies[-1]["times_ms"] if replies[-1] else None
-
-        def eager_round(timing: TimingConfig) -> list[float]:
-            return ref.call("baseline", key="timing", mode="eager", timing=dataclasses.asdict(timing))["times_ms"]
-
-        pair = interleave(candidate_round, eager_round, self.timing, self.config.paired_rounds)
-        if pair is None:
-            return None, None
-        method = replies[-1]["method"].rsplit(" of ", 1)[0]
-        timed = {
-            "median_ms": pair.candidate_ms,
-            "spread": pair.spread,
-            "reps": pair.reps,
-            "method": f"{method} of {pair.reps}, interleaved with eager in {pair.rounds} rounds",
-        }
-        return timed, pair
-
-    def _ncu(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> str:
-        """Nsight Compute's speed-of-light and occupancy figures for the candidate's own kernels."""
+    def _ncu(self, workspace: Workspace, compiled: CompileResult) -> str:
+        """Nsight Compute's speed-of-light and occupancy figures for the candidate's own kernels (a run of its own,
+        not timed: ncu needs the host's namespaces, so it gets no private exchange folder)."""
         if not self.backend.is_cuda:
             return "Nsight Compute needs the cuda backend."
         tool = shutil.which("ncu")
         if tool is None:
             return "Nsight Compute (ncu) is not installed on this machine."
+        with tempfile.TemporaryDirectory(prefix="cudagym-ncu-", dir=exchange_dir()) as tmp:
+            return self._ncu_run(workspace, compiled, Path(tmp), tool)
+
+    def _ncu_run(self, workspace: Workspace, compiled: CompileResult, folder: Path, tool: str) -> str:
         log = folder / "ncu.csv"
-        job = self._base_job(workspace, compiled, folder, "ncu")
-        job["inputs"] = self.reference().call(
-            "prepare", key="ncu", seed=secrets.randbits(62), kind="task", transport="file", path=str(folder / "ncu.pt")
-        )["inputs"]
+        job = {**self._job(workspace, compiled, folder), "mode": "ncu", "inputs_file": str(folder / "ncu.pt")}
+        self._unchecked_inputs(self.reference(), "ncu", path=job["inputs_file"])
         self.reference().call("drop", key="ncu")
         prefix = (
             tool,
@@ -921,9 +817,12 @@ class LocalEvaluator:
         message = f"Tier {tier}. " + (failing.message if failing is not None and tier < 1 else "")
         if profile is not None and profile.ok:
             message += profile.message
+        status = Status.OK if tier > 0 else (failing.status if failing else Status.MISMATCH)
+        if failing is not None and failing.status is Status.HARNESS_ERROR:  # not the agent's doing: no tier to trust
+            status, tier, message = Status.HARNESS_ERROR, -1, f"Not evaluated: {failing.message}"
         return SubmitResult(
             stage=Stage.SUBMIT,
-            status=Status.OK if tier > 0 else (failing.status if failing else Status.MISMATCH),
+            status=status,
             message=message.strip(),
             seconds=time.monotonic() - start,
             tier=tier,
@@ -931,6 +830,7 @@ class LocalEvaluator:
             correct=correct,
             speedup_eager=profile.speedup_eager if profile else None,
             speedup_compile=profile.speedup_compile if profile else None,
+            timing_fair=profile.timing_fair if profile else True,
             compile=compiled,
             verify=verify,
             profile=profile,
@@ -976,14 +876,6 @@ def _harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> A
 def is_single_file(workspace: Workspace) -> bool:
     """A KernelBench-style solution: no kernel sources, everything (load_inline) inside model_new.py."""
     return not workspace.kernel_sources() and (workspace.path / "model_new.py").is_file()
-
-
-def _check_result(data: dict[str, Any]) -> CheckResult:
-    fields = {f.name for f in dataclasses.fields(CheckResult)}
-    values = {k: v for k, v in data.items() if k in fields}
-    if values.get("worst_index") is not None:
-        values["worst_index"] = tuple(values["worst_index"])
-    return CheckResult(**values)
 
 
 def merge_findings(findings: list[IntegrityFinding]) -> tuple[IntegrityFinding, ...]:

@@ -1,8 +1,8 @@
 """``cudagym prepare``: what a machine's first cycle would otherwise build, made ahead of time.
 
 Three things are made once per installation and cache directory and shared by every evaluator after: the
-precompiled header of the binding headers (about 20 s, which a first ``compile`` waits for), the kernel that
-holds the GPU before each timed call (cuda; a second or two) and, where the Python installation holds no bytecode,
+precompiled header of the binding headers (about 20 s, which a first ``compile`` waits for), the trusted
+clock's GPU library (cuda; a second or two) and, where the Python installation holds no bytecode,
 the children's bytecode cache (``cudagym/bytecode.py``; about 11 s of one core on the H200 machine, which the
 reference process's imports would otherwise pay). Run it where an image is built or a machine is set up, with the
 cache directory the environments will use; a part that is there already is reported as such and not built again.
@@ -20,7 +20,7 @@ from cudagym import bytecode
 from cudagym.backends import Backend, find_toolchain, resolve_backend
 from cudagym.build import Builder, default_cache_dir
 from cudagym.eval_config import EvalConfig, resolve_bytecode, resolve_timing
-from cudagym.harness import hold
+from cudagym.harness import gpulib
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,18 +47,17 @@ def _header(builder: Builder) -> Prepared:
     return Prepared("precompiled header", "built" if built else "present", seconds, str(header))
 
 
-def _hold(backend: Backend, config: EvalConfig, cache_dir: Path) -> Prepared:
+def _gpu_library(backend: Backend, config: EvalConfig, cache_dir: Path) -> Prepared:
     if not backend.is_cuda:
-        return Prepared("GPU hold kernel", "skipped", detail="the cpu backend times without it")
-    if config.timing.hold_us <= 0:
-        return Prepared("GPU hold kernel", "skipped", detail="TimingConfig.hold_us is 0: no hold")
-    existed = (cache_dir / "hold" / hold.library_name(backend.arch)).exists()
+        return Prepared("GPU library", "skipped", detail="the cpu backend times without it")
+    existed = (cache_dir / "gpulib" / gpulib.library_name(backend.arch)).exists()
     start = time.monotonic()
-    timing = resolve_timing(config.timing, backend, cache_dir, find_toolchain().nvcc)
+    try:
+        timing = resolve_timing(config.timing, backend, cache_dir, find_toolchain().nvcc)
+    except RuntimeError as exc:
+        return Prepared("GPU library", "failed", time.monotonic() - start, detail=str(exc)[:300])
     seconds = time.monotonic() - start
-    if not timing.hold_library:
-        return Prepared("GPU hold kernel", "failed", seconds, detail="nvcc could not build it (see the warning)")
-    return Prepared("GPU hold kernel", "present" if existed else "built", seconds, timing.hold_library)
+    return Prepared("GPU library", "present" if existed else "built", seconds, timing.gpu_library)
 
 
 def _bytecode(config: EvalConfig, cache_dir: Path, modules: tuple[str, ...], packages: tuple[str, ...]) -> Prepared:
@@ -86,13 +85,13 @@ def prepare(
     modules: tuple[str, ...] = bytecode.WARM_MODULES,
     packages: tuple[str, ...] = bytecode.FILL_PACKAGES,
 ) -> list[Prepared]:
-    """Makes the precompiled header, the hold kernel (cuda) and the bytecode cache (where it is on: the standard
+    """Makes the precompiled header, the GPU library (cuda) and the bytecode cache (where it is on: the standard
     library and ``packages`` compiled on every core, then ``modules`` imported) in ``cache_dir`` (default: the
     usual cache directory); returns what each part came to. Never raises for a part that fails: its entry says so."""
     config = config or EvalConfig()
     cache_dir = cache_dir or default_cache_dir()
     builder = Builder(backend, cache_dir=cache_dir, options=config.build)
-    return [_header(builder), _hold(backend, config, cache_dir), _bytecode(config, cache_dir, modules, packages)]
+    return [_header(builder), _gpu_library(backend, config, cache_dir), _bytecode(config, cache_dir, modules, packages)]
 
 
 def format_report(parts: list[Prepared]) -> str:
@@ -112,7 +111,7 @@ def _prepare_command(args: argparse.Namespace) -> int:
 
 def add_prepare_command(sub: Any) -> None:
     """Adds ``cudagym prepare`` to the CLI's subcommands."""
-    command = sub.add_parser("prepare", help="build the precompiled header, the GPU hold kernel and the bytecode cache")
+    command = sub.add_parser("prepare", help="build the precompiled header, the GPU library and the bytecode cache")
     command.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     command.add_argument("--cache-dir", help="the cache the environments will use (default: the usual one)")
     command.add_argument(

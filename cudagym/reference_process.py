@@ -4,6 +4,7 @@ private channel (see :mod:`cudagym.harness.reference` for the side that runs the
 from __future__ import annotations
 
 import dataclasses
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -13,6 +14,8 @@ from cudagym.sandbox import Child
 
 if TYPE_CHECKING:
     from cudagym.eval_config import EvalConfig
+
+logger = logging.getLogger(__name__)
 
 
 class ReferenceProcess:
@@ -52,9 +55,10 @@ class ReferenceProcess:
             raise RuntimeError(f"reference process failed during {command}: {detail}")
         if not reply.get("ok"):
             error = reply.get("error", {})
+            logger.debug("reference %s failed:\n%s", command, error.get("traceback", ""))
+            message = str(error.get("message", "")).strip().splitlines()
             raise RuntimeError(
-                f"reference {command} failed: {error.get('type')}: {error.get('message')}\n"
-                f"{error.get('traceback', '')[-3000:]}"
+                f"reference {command} failed: {error.get('type')}: {message[0][:500] if message else ''}"
             )
         return reply
 

@@ -126,6 +126,9 @@ class CheckResult:
     total: int = 0  # elements compared
     output: int = 0  # which output of a tuple/list result
     problem: str = ""  # type/shape/dtype/NaN problem, when not a numeric mismatch
+    # an fp32 task's error against the float64 reference over the bound fp32 (or TF32) arithmetic meets; passes at
+    # <= 1 (``cudagym.harness.compare.precision_bound``); None where not checked (bf16/fp16, or the check is off)
+    precision_ratio: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,10 +183,18 @@ class ProfileResult(StageResult):
     spread: float | None = None  # (p75 - p25) / median of the candidate's timings
     kernels: tuple[KernelTime, ...] = ()
     device: str = ""
-    method: str = ""  # how time was taken, e.g. "cuda-events+sync+l2-flush, median of 50"
+    method: str = ""  # how time was taken: the trusted clock, and calls per handshake
     baseline_cached: bool = False
-    # eager_ms was timed interleaved with the candidate (EvalConfig.paired_eager) and compile_ms scaled by its drift
-    eager_paired: bool = False
+    # the machine was quiet enough for the figures to be trusted: eager timed beside the candidate agreed with the
+    # cached baseline within the noise (or the cache was timed again) and the clock's own work was not slowed; when
+    # False the speedups are the conservative ones and ``baseline_check`` says why
+    timing_fair: bool = True
+    baseline_check: str = ""  # the cached baseline against eager timed beside the candidate, in a line
+    calls_per_handshake: int = 0  # candidate calls between two readings of the trusted clock
+    checked_calls: int = 0  # timed calls whose output was compared in full (chosen at random after the call)
+    # the trusted clock's own figures, for benchmarks and diagnosis: the calibrated cost of a handshake per number of
+    # calls and the timed handshakes' median phases (microseconds), every timed handshake's time per call (ms)
+    clock: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     ncu: str = ""  # Nsight Compute summary, when requested and available
     stderr: str = ""
     signal: str = ""
@@ -204,6 +215,7 @@ class SubmitResult(StageResult):
     correct: bool = False
     speedup_eager: float | None = None
     speedup_compile: float | None = None
+    timing_fair: bool = True  # the profile's figures were taken on a quiet enough machine (ProfileResult.timing_fair)
     compile: CompileResult | None = None
     verify: VerifyResult | None = None
     profile: ProfileResult | None = None

@@ -10,7 +10,9 @@ model. Each ``step`` takes one tool call as text and returns what the tool said:
 * truncated: True when the turn budget ``max_turns`` is spent without a submit;
 * info: the structured result (``info["result"]``), the tool, the turn, the reward's named terms
   (``info["reward_terms"]``) and, at submit, ``tier``, ``compiled``, ``correct``, ``speedup_eager``,
-  ``speedup_compile`` and ``integrity``.
+  ``speedup_compile``, ``timing_fair`` (the timing's conditions were quiet enough to trust) and ``integrity``.
+  A submit the evaluation harness could not evaluate (the harness failed, not the agent's code) ends the episode
+  with reward 0.0 and ``info["harness_error"]`` saying why, so that a trainer can drop the sample; it never raises.
 
 A malformed action is an observation saying what was wrong; it never raises and never ends the
 episode by itself. ``close()`` removes the workspace and stops every child process.
@@ -31,7 +33,7 @@ from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator, prepares_ah
 from cudagym.instructions import first_observation, render_instructions
 from cudagym.render import render
 from cudagym.results import FileResult, Stage, StageResult, Status, SubmitResult
-from cudagym.reward_shaping import RewardSpec, Shaper, StepRecord, make_reward
+from cudagym.reward_shaping import Reward, RewardSpec, Shaper, StepRecord, make_reward
 from cudagym.tasks import Task, TaskSet
 from cudagym.tasks import load as load_tasks
 from cudagym.text import clean
@@ -189,7 +191,9 @@ class CudaKernelEnv(gym.Env[str, str]):
         truncated = not terminated and self._turn >= self.max_turns
         self._done = terminated or truncated
         record = StepRecord(turn=self._turn, tool=tool, result=result, terminated=terminated, truncated=truncated)
-        reward = self.shaper(record, tuple(self._history))
+        harness_failed = isinstance(result, SubmitResult) and result.status is Status.HARNESS_ERROR
+        # a submit the harness could not evaluate has no tier to reward: 0.0, and ``info["harness_error"]`` says why
+        reward = Reward(0.0, {"harness_error": 0.0}) if harness_failed else self.shaper(record, tuple(self._history))
         self._history.append(record)
         text = render(result)
         if truncated:
@@ -205,8 +209,11 @@ class CudaKernelEnv(gym.Env[str, str]):
             "reward_terms": dict(reward.terms),
             "task_id": self.task.id,
         }
+        if harness_failed:
+            info["harness_error"] = result.message
         if isinstance(result, SubmitResult):
             info.update(
+                timing_fair=result.timing_fair,
                 tier=result.tier,
                 compiled=result.compiled,
                 correct=result.correct,

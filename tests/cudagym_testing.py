@@ -31,3 +31,21 @@ def write_all(env: CudaKernelEnv, files: dict[str, str]) -> None:
     for path, content in files.items():
         _, _, _, _, info = env.step(tool_call("write_file", path=path, content=content))
         assert info["status"] == "ok", info
+
+
+def assert_caught(
+    env: CudaKernelEnv, files: dict[str, str], expected: str | tuple[str, ...]
+) -> tuple[str, set[str], set[str]]:
+    """Submits ``files`` for builtin relu and asserts tier -1 (reward -1) with ``expected`` (a status or a failed
+    integrity check's name, or several of which one must appear) among the stages' statuses and failed checks.
+    Returns the observation, the names of ``expected`` and the names of the failed integrity checks."""
+    names = {expected} if isinstance(expected, str) else set(expected)
+    env.reset(options={"task_id": RELU})
+    write_all(env, files)
+    obs, reward, terminated, _, info = env.step(tool_call("submit"))
+    assert terminated and info["tier"] == -1 and reward == -1, obs
+    result = info["result"]
+    statuses = {result["status"], *(r["status"] for r in (result["verify"], result["profile"]) if r)}
+    failed = {f["check"] for f in result["integrity"] if not f["passed"]}
+    assert names & (statuses | failed), (statuses, failed, obs)
+    return obs, names, failed

@@ -15,26 +15,22 @@ CUDA = Backend("cuda", "cuda", "a GPU", "sm_90", 0)  # a stand-in: what the func
 
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-def test_the_timing_holds_the_gpu_on_cuda_and_says_so_when_the_hold_cannot_be_built(tmp_path: Path) -> None:
+def test_the_timing_names_the_gpu_library_on_cuda_and_fails_loudly_when_it_cannot_be_built(tmp_path: Path) -> None:
     timing = resolve_timing(EvalConfig().timing, CUDA, tmp_path, shutil.which("nvcc"))
-    assert Path(timing.hold_library).is_file() and timing.hold_library.startswith(str(tmp_path / "hold"))
+    assert Path(timing.gpu_library).is_file() and timing.gpu_library.startswith(str(tmp_path / "gpulib"))
     again = resolve_timing(EvalConfig().timing, CUDA, tmp_path, shutil.which("nvcc"))
-    assert again.hold_library == timing.hold_library  # built once per cache directory
-    assert resolve_timing(EvalConfig().timing, resolve_backend("cpu"), tmp_path, "nvcc").hold_library == ""
-    with pytest.warns(RuntimeWarning, match="without the GPU hold"):
-        assert resolve_timing(EvalConfig().timing, CUDA, tmp_path / "other", str(tmp_path / "no-nvcc")) == (
-            EvalConfig().timing
-        )
+    assert again.gpu_library == timing.gpu_library  # built once per cache directory
+    assert resolve_timing(EvalConfig().timing, resolve_backend("cpu"), tmp_path, "nvcc").gpu_library == ""
+    with pytest.raises(RuntimeError, match="GPU library could not be built"):  # the trusted clock needs it
+        resolve_timing(EvalConfig().timing, CUDA, tmp_path / "other", str(tmp_path / "no-nvcc"))
 
 
-def test_a_timing_that_names_its_hold_or_holds_nothing_is_sent_as_it_is(tmp_path: Path) -> None:
+def test_a_timing_that_names_its_library_is_sent_as_it_is(tmp_path: Path) -> None:
     import dataclasses
 
-    named = dataclasses.replace(EvalConfig().timing, hold_library="/somewhere/hold.so")
+    named = dataclasses.replace(EvalConfig().timing, gpu_library="/somewhere/gpulib.so")
     assert resolve_timing(named, CUDA, tmp_path, "no-nvcc") is named
-    off = dataclasses.replace(EvalConfig().timing, hold_us=0.0)
-    assert resolve_timing(off, CUDA, tmp_path, "no-nvcc") is off
-    assert not (tmp_path / "hold").exists()
+    assert not (tmp_path / "gpulib").exists()
 
 
 def test_the_compiler_is_preloaded_when_preparing_ahead_with_the_compile_baseline() -> None:

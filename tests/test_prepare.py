@@ -13,12 +13,12 @@ from cudagym.eval_config import EvalConfig
 from cudagym.prepare import prepare
 
 
-def test_the_header_is_built_once_and_the_cpu_backend_needs_no_hold(cache_dir: Path) -> None:
+def test_the_header_is_built_once_and_the_cpu_backend_needs_no_gpu_library(cache_dir: Path) -> None:
     cpu = resolve_backend("cpu")
     parts = {p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(bytecode_cache=False))}
     assert parts["precompiled header"].status in ("built", "present")  # other tests may have built it first
     assert Path(parts["precompiled header"].path).with_suffix(".h.gch").is_file()
-    assert parts["GPU hold kernel"].status == "skipped"
+    assert parts["GPU library"].status == "skipped"
     assert parts["bytecode cache"].status == "skipped" and "turned off" in parts["bytecode cache"].detail
     again = {p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(bytecode_cache=False))}
     assert again["precompiled header"].status == "present"

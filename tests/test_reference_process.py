@@ -50,7 +50,7 @@ def _reference(source: str, cache_dir: Path, *, preload_compiler: bool = False) 
 
 
 def _prepare(ref: ReferenceProcess, key: str, folder: str) -> None:
-    ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task", transport="file", path=f"{folder}/{key}.pt")
+    ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task")
 
 
 def test_a_background_compile_answers_at_once_serves_meanwhile_and_is_awaited_before_use(cache_dir: Path) -> None:

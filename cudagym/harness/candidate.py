@@ -1,34 +1,34 @@
-"""The untrusted candidate process: loads the agent's extension and ``model_new.py`` and runs ``ModelNew``
-as the parent asks. Single-use: a new process for every stage, discarded afterwards.
+"""The untrusted candidate process: loads the agent's extension and ``model_new.py`` and runs ``ModelNew`` when the
+trusted clock says so. Single-use: a new process for every stage, discarded afterwards.
 
-Protocol. The first stdin line is the job (mode, workspace, extension, weights file, device). The
-process reports ``warm`` (torch imported), then ``load``/``ready`` once ModelNew is built, and then
-serves one command per stdin line until ``end`` or end of input:
+Protocol. The process reports ``warm`` (torch imported, CUDA initialised) on its private channel, then reads its job
+(one stdin line). For ``import`` (a single-file solution's compile) it imports ``model_new.py`` and ends; for ``ncu``
+it runs ModelNew once on an input file. Otherwise the job names the stage's control block, the input sets and the
+shapes of the outputs (``handshake.py``), and the process serves handshakes:
 
-* ``run``: run ModelNew once on an input set (a file, or shared device buffers: ``transfer.py``) and
-  hand the output over (a file, or a copy into the shared output buffers); reports ``checked`` with a
-  description of the output and what the harness observed during the call;
-* ``time``: time ModelNew on an input set (``timing.py``), report ``timed``, then the per-kernel
-  breakdown as ``kernels`` (unless ``breakdown`` is false: a round of an interleaved timing).
+1. *calibration*, before any of the agent's code exists in the process: every handshake is answered with outputs
+   prepared in advance and no work, so the clock measures what a handshake costs by itself;
+2. it reports ``load``, builds ModelNew, reports ``ready``;
+3. *serving*: for every handshake, ModelNew runs once per call on the call's input set, the outputs are described
+   (where they lie, so that the clock reads them itself; what type and shape they have; the aten operators the calls
+   dispatched; threads started; trusted functions replaced) and the handshake is marked done;
+4. when the clock ends the stage it reports the device time per kernel (cuda) as ``kernels``, then ``done``.
 
-Input sets given as files are copied into the tensors of the previous set when shapes match, so that
-every set is seen at the same addresses (as with the shared buffers). What this process reports is
-the candidate's own word; the verdict on values is made in the reference process, and the
-observations below are judged by the parent against the integrity policy.
-
-Observed here: aten operators dispatched during the first call (``observe``), whether the inputs
-changed and whether an output aliases an input (file transport), Python threads started, and trusted
-functions replaced (timers, synchronisation, comparison) since before the agent's code was imported.
+Nothing here times anything or knows why a handshake runs: a handshake looks the same in verification, warm-up and
+timing, checked or not. What this process reports is only its word: the clock reads the outputs from this process's
+memory and judges them itself, and reads the time from its own clock.
 """
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
 import json
 import os
 import sys
 import threading
 import time
+import traceback
 from typing import Any
 
 from common import (
@@ -42,8 +42,28 @@ from common import (
     to_device,
     warmup_slot,
 )
-from timing import TimingConfig, time_callable
-from transfer import IpcOpener, same_values
+from gpulib import CudaDriver, GpuLib, device_view
+from handshake import (
+    CALIBRATING,
+    CALLS,
+    DONE,
+    GO,
+    MAX_CALLS,
+    SERVING,
+    SETS,
+    STATE,
+    WAKE_SOCKET,
+    ControlBlock,
+    dtype_name,
+    dtype_of,
+    open_inputs,
+    span_bytes,
+    wake,
+)
+
+HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
+PR_SET_PTRACER, PR_SET_PTRACER_ANY = 0x59616D61, ctypes.c_ulong(-1)
+SPIN_BEFORE_SLEEP = 20000  # cpu: wait-loop turns before the loop starts sleeping (the clock freezes us anyway)
 
 
 def load_extension(path: str) -> Any:
@@ -55,15 +75,6 @@ def load_extension(path: str) -> Any:
     sys.modules["cuda_extension"] = module
     spec.loader.exec_module(module)
     return module
-
-
-def poison_allocator(device: str, nbytes: int) -> None:
-    """Fills free cached device memory with NaN so that outputs a kernel never writes read as NaN."""
-    import torch
-
-    if device.startswith("cuda") and nbytes > 0:
-        block = torch.full((nbytes // 4,), float("nan"), dtype=torch.float32, device=device)
-        del block
 
 
 def import_model_new(workspace: str) -> Any:
@@ -104,9 +115,6 @@ GUARDED = (
     ("torch", "save"),
     ("torch.cuda", "synchronize"),
     ("torch.cuda", "Event"),
-    ("torch.cuda.Event", "record"),
-    ("torch.cuda.Event", "elapsed_time"),
-    ("torch.cuda.Event", "synchronize"),
     ("torch.Tensor", "copy_"),
     ("torch.Tensor", "__eq__"),
     ("torch.Tensor", "clone"),
@@ -147,11 +155,10 @@ class Watch:
         return {"replaced": self.replaced(), "threads_started": threading.active_count() - self.threads}
 
 
-def record_ops(call: Any) -> tuple[Any, list[str]]:
-    """Runs ``call()`` recording every aten operator dispatched meanwhile (from Python or C++)."""
+def recorder(seen: set[str]) -> Any:
+    """A dispatch mode that adds the name of every aten operator dispatched while it is active (from Python or
+    C++) to ``seen``."""
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    seen: set[str] = set()
 
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
@@ -159,45 +166,40 @@ def record_ops(call: Any) -> tuple[Any, list[str]]:
             seen.add(schema.name if schema is not None else str(func))
             return func(*args, **(kwargs or {}))
 
-    with Recorder():
-        result = call()
-    return result, sorted(seen)
+    return Recorder()
 
 
-# -- inputs and outputs ------------------------------------------------------------------------------
+# -- where outputs lie ------------------------------------------------------------------------------------
 
 
-class Inputs:
-    """The current input set, at stable addresses (see the module docstring)."""
+class Locator:
+    """Says where an output tensor's bytes lie so the clock can read them itself: an interprocess handle of the
+    device allocation and the offset in it (cuda), or this process's id and the address (cpu)."""
 
-    def __init__(self, device: str, dtype: Any) -> None:
-        self.device, self.dtype = device, dtype
-        self.values: list[Any] = []
-        self.opener = IpcOpener()
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+        self.driver = CudaDriver() if self.cuda else None
+        self._handles: dict[int, str] = {}
 
-    def update(self, spec: dict[str, Any]) -> list[Any]:
-        import torch
-
-        if "ipc" in spec:
-            self.values = [self.opener.open(i["tensor"]) if "tensor" in i else i["value"] for i in spec["ipc"]]
-            return self.values
-        fresh = to_device(torch.load(spec["file"], weights_only=True), self.device, self.dtype)
-        same = len(fresh) == len(self.values) and all(
-            type(a) is type(b) and (not isinstance(a, torch.Tensor) or (a.shape == b.shape and a.dtype == b.dtype))
-            for a, b in zip(fresh, self.values, strict=True)
-        )
-        if same:
-            for old, new in zip(self.values, fresh, strict=True):
-                if isinstance(old, torch.Tensor):
-                    old.copy_(new)
-            self.values = [o if isinstance(o, torch.Tensor) else n for o, n in zip(self.values, fresh, strict=True)]
-        else:
-            self.values = list(fresh)
-        return self.values
+    def __call__(self, tensor: Any) -> dict[str, Any]:
+        element = tensor.element_size()
+        span = span_bytes(list(tensor.shape), list(tensor.stride()), element)
+        address = tensor.data_ptr()
+        if not self.cuda:
+            return {"pid": os.getpid(), "address": address, "span": span}
+        assert self.driver is not None
+        if span == 0:
+            return {"span": 0}
+        base, size = self.driver.allocation(address)
+        handle = self._handles.get(base)
+        if handle is None:
+            handle = self._handles[base] = self.driver.export(base)
+        return {"handle": handle, "offset": address - base, "span": span, "size": size}
 
 
-def describe_output(out: Any, inputs: list[Any]) -> tuple[dict[str, Any], list[Any]]:
-    """The output's container and, per tensor, exact type, shape, dtype, device and input aliasing."""
+def describe(out: Any, inputs: list[Any], locate: Locator) -> dict[str, Any]:
+    """One call's output: its container and, per tensor, exact type, dtype, shape, strides, device, whether it
+    shares memory with an input, and where its bytes lie."""
     import torch
 
     items = [out] if isinstance(out, torch.Tensor) else list(out) if isinstance(out, (list, tuple)) else []
@@ -208,17 +210,21 @@ def describe_output(out: Any, inputs: list[Any]) -> tuple[dict[str, Any], list[A
             described.append({"type": type(item).__name__, "exact": False})
             continue
         span = _span(item)
-        described.append(
-            {
-                "type": type(item).__name__,
-                "exact": type(item) is torch.Tensor,
-                "shape": list(item.shape),
-                "dtype": str(item.dtype).removeprefix("torch."),
-                "device": item.device.type,
-                "aliases_input": any(span[0] < s[1] and s[0] < span[1] for s in spans if span[1] > span[0]),
-            }
-        )
-    return {"container": type(out).__name__, "items": described}, items
+        entry: dict[str, Any] = {
+            "type": type(item).__name__,
+            "exact": type(item) is torch.Tensor,
+            "dtype": dtype_name(item.dtype),
+            "shape": list(item.shape),
+            "stride": list(item.stride()),
+            "device": item.device.type,
+            "aliases_input": any(span[0] < s[1] and s[0] < span[1] for s in spans if span[1] > span[0]),
+        }
+        try:
+            entry["where"] = locate(item)
+        except Exception as exc:  # the clock reads nothing, and says the output could not be read
+            entry["where_error"] = f"{type(exc).__name__}: {exc}"[:300]
+        described.append(entry)
+    return {"container": type(out).__name__, "items": described}
 
 
 def _span(t: Any) -> tuple[int, int]:
@@ -230,21 +236,141 @@ def _span(t: Any) -> tuple[int, int]:
         return 0, 0
 
 
-def hand_over(out: Any, spec: dict[str, Any], inputs: list[Any], opener: IpcOpener, device: str) -> dict[str, Any]:
-    """Delivers the output as ``spec`` says and returns its description."""
+# -- serving handshakes ------------------------------------------------------------------------------------
+
+
+class Link:
+    """This process's end of the handshake: the control block, the input sets and how to say done."""
+
+    def __init__(self, spec: dict[str, Any], device: str) -> None:
+        self.device = device
+        self.cuda = device.startswith("cuda")
+        self.block = ControlBlock(spec["control"])
+        self.words = self.block.words
+        self.wake_path = os.path.join(os.path.dirname(spec["control"]), WAKE_SOCKET)
+        self.gpu = GpuLib(spec["gpulib"], device) if self.cuda else None
+        if self.gpu is not None:
+            self.block.map_for_device(self.gpu)
+        self.driver = CudaDriver() if self.cuda else None
+        self._opened: dict[str, int] = {}
+        self.sets = [open_inputs(s, self._open_device) for s in spec["sets"]]
+        self.templates = spec["outputs"]
+        self.locate = Locator(device)
+        self.last = 0
+
+    def _open_device(self, spec: dict[str, Any]) -> Any:
+        assert self.driver is not None
+        address = self._opened.get(spec["handle"])
+        if address is None:
+            address = self._opened[spec["handle"]] = self.driver.open(spec["handle"])
+        return device_view(
+            address + spec["offset"], spec["nbytes"], dtype_of(spec["dtype"]), spec["shape"], spec["stride"]
+        )
+
+    def await_go(self, state: int) -> int | None:
+        """The next handshake's number, or None when the clock moved the stage on (``STATE`` changed)."""
+        words, last, turns = self.words, self.last, 0
+        while True:
+            number = words[GO]
+            if number != last:
+                self.last = number
+                return number
+            if words[STATE] != state:
+                return None
+            turns += 1
+            if not self.cuda and turns > SPIN_BEFORE_SLEEP:
+                time.sleep(0.0002)
+
+    def finish(self, number: int, description: dict[str, Any], *, failed: bool = False) -> None:
+        """Publishes the description, then says done: on cuda through the stream (after the calls' work, unless the
+        handshake failed), on cpu at once (the clock freezes this process and reads the outputs)."""
+        self.block.write_description(number, description)
+        if self.gpu is not None and not failed:
+            self.gpu.flag(self.block.device_word(DONE), number)
+            return
+        self.words[DONE] = number
+        if not self.cuda:
+            wake(self.wake_path)
+
+    def serve(self, state: int, run_call: Any, report: Any) -> dict[str, Any] | None:
+        """Answers handshakes while ``STATE`` is ``state``: each call is ``run_call(inputs)``; ``report()`` adds to
+        the description. Returns the error that ended the serving early, else None."""
+        held: list[Any] = []
+        while (number := self.await_go(state)) is not None:
+            held.clear()  # the clock has read the last handshake's outputs: they may go
+            calls = max(1, min(int(self.words[CALLS]), MAX_CALLS))
+            described = []
+            try:
+                for k in range(calls):
+                    values = self.sets[int(self.words[SETS + k]) % len(self.sets)]
+                    out = run_call(values, k)
+                    held.append(out)
+                    described.append(describe(out, values, self.locate))
+                self.finish(number, {"n": number, "calls": described, **report()})
+                if self.cuda:
+                    # nothing else to do until the next go: waiting here is free, and a fault of this handshake's
+                    # kernels (after which its done never comes) is reported at once instead of at the deadline
+                    import torch
+
+                    torch.cuda.synchronize(self.device)
+            except BaseException as exc:  # the clock hears of it at once (done from the host), then the evaluator
+                error = describe_exception(exc)
+                self.finish(number, {"n": number, "error": error}, failed=True)
+                return error
+        return None
+
+
+def _calibration_call(templates: list[dict[str, Any]], device: str) -> Any:
+    """The calls of the calibration handshakes: no work, outputs shaped like the reference's made in advance (one
+    per call slot), so the clock measures the handshake alone."""
     import torch
 
-    meta, items = describe_output(out, inputs)
-    if "file" in spec:
-        torch.save(out, spec["file"])
-        meta["path"] = spec["file"]
-        return meta
-    receivers = [opener.open(s) for s in spec["ipc"]]
-    for item, described, buffer in zip(items, meta["items"], receivers, strict=False):
-        if described.get("exact") and tuple(item.shape) == tuple(buffer.shape) and item.dtype == buffer.dtype:
-            buffer.copy_(item)
-    synchronize(device)
-    return meta
+    made = []
+    for _ in range(MAX_CALLS):
+        tensors = [torch.empty(t["shape"], dtype=dtype_of(t["dtype"]), device=device) for t in templates]
+        container = templates[0].get("container", "Tensor") if templates else "Tensor"
+        made.append(tensors[0] if container == "Tensor" and len(tensors) == 1 else tuple(tensors))
+    return lambda _values, k: made[k]
+
+
+def hide_harness() -> None:
+    """Takes the harness's modules out of the import system, so that the agent's code cannot ``import`` them."""
+    for name in ("candidate", "common", "gpulib", "handshake", "timing", "compare", "freezer", "child", "forkserver"):
+        sys.modules.pop(name, None)
+    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HARNESS_DIR]
+
+
+class KernelTrace:
+    """Device time per kernel over every call of the stage (cuda), taken by torch's profiler from before the first
+    call to the end; the process's own word, like everything it reports."""
+
+    def __init__(self, device: str) -> None:
+        self.session: Any = None
+        if device.startswith("cuda"):
+            from torch.profiler import ProfilerActivity, profile
+
+            self.session = profile(activities=[ProfilerActivity.CUDA])
+            self.session.__enter__()
+
+    def table(self) -> list[dict[str, Any]]:
+        if self.session is None:
+            return []
+        import torch
+
+        self.session.__exit__(None, None, None)
+        totals: dict[str, list[float]] = {}
+        for event in self.session.events():
+            if event.device_type == torch.autograd.DeviceType.CUDA and not event.name.startswith("cudagym_"):
+                entry = totals.setdefault(event.name, [0, 0.0])
+                entry[0] += 1
+                entry[1] += event.device_time
+        grand = sum(v[1] for v in totals.values()) or 1.0
+        rows = [
+            {"name": name[:200], "calls": int(calls), "total_ms": us / 1e3, "share": us / grand}
+            for name, (calls, us) in totals.items()
+        ]
+        rows.sort(key=lambda r: -r["total_ms"])
+        return rows[:20]
 
 
 # -- the stage ---------------------------------------------------------------------------------------
@@ -265,144 +391,77 @@ def run(job: dict[str, Any], channel: Channel, watch: Watch) -> None:
         return
     configure_threads(job.get("threads", 0))
     device = job["device"]
-    dtype = getattr(torch, job.get("dtype", "float32"))
-    channel.send(stage="load")
-    try:
-        model = build_model(job)
-    except BaseException as exc:
-        channel.send(stage="load", ok=False, error=describe_exception(exc))
+    if job["mode"] == "ncu":
+        run_once_for_ncu(job, channel, device)
         return
-    channel.send(stage="run")
-    inputs = Inputs(device, dtype)
     try:
-        if job["mode"] == "ncu":
-            values = inputs.update(job["inputs"])
-            with torch.no_grad():
-                model(*values)
-            synchronize(device)
-        else:
-            channel.send(stage="ready")
-            serve(model, job, channel, watch, inputs)
+        link = Link(job["link"], device)
+        channel.send(stage="calibrating")
+        calibrated = link.serve(CALIBRATING, _calibration_call(link.templates, device), dict)
+    except BaseException as exc:
+        channel.send(stage="attach", ok=False, error=describe_exception(exc))
+        return
+    if calibrated is not None:
+        channel.send(stage="attach", ok=False, error=calibrated)
+        return
+    hide_harness()
+    model = loaded(job, channel)
+    if model is None:
+        return
+    channel.send(stage="ready")
+    seen: set[str] = set()
+
+    def call(values: list[Any], _k: int) -> Any:
+        with torch.no_grad(), recorder(seen):
+            return model(*values)
+
+    def report() -> dict[str, Any]:
+        ops = sorted(seen)
+        seen.clear()
+        return {"ops": ops, **watch.report()}
+
+    trace = KernelTrace(device)
+    error = link.serve(SERVING, call, report)
+    if error is not None:
+        channel.send(stage="run", ok=False, error=error)
+        return
+    try:
+        synchronize(device)
+        channel.send(stage="kernels", kernels=trace.table())
     except BaseException as exc:
         channel.send(stage="run", ok=False, error=describe_exception(exc))
         return
     channel.send(stage="done", ok=True)
 
 
-def serve(model: Any, job: dict[str, Any], channel: Channel, watch: Watch, inputs: Inputs) -> None:
-    """Answers the parent's commands until ``end`` or end of input."""
-    for line in sys.stdin:
-        command = json.loads(line)
-        op = command.get("op")
-        if op == "end":
-            return
-        values = inputs.update(command["inputs"]) if command.get("inputs") else inputs.values
-        if op == "run":
-            run_once(model, job, command, values, inputs, channel, watch)
-        elif op == "time":
-            time_model(model, job["device"], command, values, channel, watch)
-        else:
-            raise ValueError(f"unknown command {op!r}")
+def loaded(job: dict[str, Any], channel: Channel) -> Any:
+    """ModelNew built from the job (``load`` reported before, its error instead of it), or None when it failed."""
+    channel.send(stage="load")
+    try:
+        return build_model(job)
+    except BaseException as exc:
+        channel.send(stage="load", ok=False, error=describe_exception(exc))
+        return None
 
 
-def run_once(
-    model: Any,
-    job: dict[str, Any],
-    command: dict[str, Any],
-    values: list[Any],
-    inputs: Inputs,
-    channel: Channel,
-    watch: Watch,
-) -> None:
-    """One call on the current input set; hands the output over and reports what was observed."""
+def run_once_for_ncu(job: dict[str, Any], channel: Channel, device: str) -> None:
+    """One forward on the inputs in ``job["inputs_file"]`` (the run Nsight Compute wraps)."""
     import torch
 
-    device = job["device"]
-    poison_allocator(device, job.get("poison_bytes", 0))
-    tensors = [v for v in values if isinstance(v, torch.Tensor)]
-    before = [t.clone() for t in tensors] if "file" in command["output"] else []
-
-    def call() -> Any:
-        with torch.no_grad():
-            return model(*values)
-
-    out, ops = record_ops(call) if command.get("observe") else (call(), None)
-    synchronize(device)
-    meta = hand_over(out, command["output"], values, inputs.opener, device)
-    changed = [i for i, (a, b) in enumerate(zip(before, tensors, strict=False)) if not same_values(a, b)]
-    channel.send(
-        stage="checked",
-        key=command["key"],
-        meta=meta,
-        ops=ops,
-        inputs_changed=changed if before else None,
-        **watch.report(),
-    )
-
-
-def time_model(
-    model: Any, device: str, command: dict[str, Any], values: list[Any], channel: Channel, watch: Watch
-) -> None:
-    """Times calls on the current input set, then reports the per-kernel breakdown."""
-    import torch
-
-    def call() -> None:
+    model = loaded(job, channel)
+    if model is None:
+        return
+    channel.send(stage="run")
+    try:
+        dtype = getattr(torch, job.get("dtype", "float32"))
+        values = to_device(torch.load(job["inputs_file"], weights_only=True), device, dtype)
         with torch.no_grad():
             model(*values)
-
-    stats = time_callable(call, device, TimingConfig(**command["timing"]))
-    synchronize(device)
-    channel.send(
-        stage="timed",
-        median_ms=stats.median_ms,
-        spread=stats.spread,
-        reps=stats.reps,
-        method=stats.method,
-        times_ms=list(stats.times_ms),
-        stream_ms=stats.stream_ms,
-        latency_ms=stats.latency_ms,
-    )
-    if command.get("breakdown", True):  # an interleaved timing asks for it after its last round only
-        channel.send(stage="kernels", kernels=kernel_breakdown(call, device), **watch.report())
-
-
-def kernel_breakdown(call: Any, device: str, runs: int = 3) -> list[dict[str, Any]]:
-    """Per-kernel device time (cuda) or per-op CPU time (cpu) over a few profiled calls."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
-
-    activities = [ProfilerActivity.CPU]
-    if device.startswith("cuda"):
-        activities.append(ProfilerActivity.CUDA)
-    with profile(activities=activities) as prof:
-        for _ in range(runs):
-            call()
         synchronize(device)
-    rows = []
-    if device.startswith("cuda"):
-        for event in prof.events():
-            if event.device_type == torch.autograd.DeviceType.CUDA:
-                rows.append((event.name, event.device_time))
-    else:
-        for avg in prof.key_averages():
-            rows.append((avg.key, avg.self_cpu_time_total / max(avg.count, 1) * avg.count))
-    totals: dict[str, list[float]] = {}
-    for name, us in rows:
-        entry = totals.setdefault(name, [0, 0.0])
-        entry[0] += 1
-        entry[1] += us
-    grand = sum(v[1] for v in totals.values()) or 1.0
-    table = [
-        {
-            "name": name[:200],
-            "calls": int(calls) // runs if device.startswith("cuda") else int(calls),
-            "total_ms": us / 1e3 / runs,
-            "share": us / grand,
-        }
-        for name, (calls, us) in totals.items()
-    ]
-    table.sort(key=lambda r: -r["total_ms"])
-    return table[:20]
+    except BaseException as exc:
+        channel.send(stage="run", ok=False, error=describe_exception(exc))
+        return
+    channel.send(stage="done", ok=True)
 
 
 def warm_profiler() -> None:
@@ -416,16 +475,23 @@ def warm_profiler() -> None:
         torch.cuda.synchronize()
 
 
+def allow_the_clock_to_read() -> None:
+    """Lets the trusted clock read this process's memory (cpu outputs) where Yama restricts ptrace to ancestors."""
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def main(channel: Channel) -> None:
     """Imports torch first, then waits for the job: a process can be started ahead of its stage.
 
     The CUDA context and the profiler's CUDA tracing are set up in a shared slot of the device
     (``CUDAGYM_WARMUP_SLOT``, see ``cudagym/gpu_lock.py``), so that none of it happens on a GPU while another
-    process times there (the profiler's part was outside the slot until the sixth session; moving it in did
-    not change the spread of five ``profile`` calls on the H200, docs/benchmarks.md, but keeps a known
-    source of device work out of every timing)."""
+    process times there."""
     import torch
 
+    allow_the_clock_to_read()
     if torch.cuda.is_available():
         with warmup_slot(os.environ.pop(WARMUP_SLOT_ENV, "")):
             torch.cuda.init()
@@ -436,4 +502,11 @@ def main(channel: Channel) -> None:
     watch = Watch()
     channel.send(stage="warm")
     job = json.loads(sys.stdin.readline())
-    run(job, channel, watch)
+    try:
+        run(job, channel, watch)
+    except BaseException as exc:  # a harness fault: reported, never silent
+        channel.send(stage="run", ok=False, error=describe_exception(exc), harness=traceback.format_exc()[-2000:])
+    # single-use: no teardown (a CUDA context that faulted, or a profiler session still open, can hang it)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(0)

@@ -1,7 +1,7 @@
 """One timing method for candidate, eager and torch.compile alike. Runs inside child processes.
 
 CPU: ``time.perf_counter`` around each call. CUDA: events around each call, with the L2 cache flushed before every
-repetition. The GPU is held busy before the start event (``hold.py``), so the host's path into the call is not
+repetition. The GPU is held busy before the start event (``gpulib.py``), so the host's path into the call is not
 timed; the end event follows a full device synchronisation, so work on every stream is, and the host's own
 return latency, measured right after by an empty synchronisation, is taken off again (``CudaRepetition``).
 Both: warm-up until a count and a time are both reached (on CUDA also until the calls' time has settled, within
@@ -43,10 +43,11 @@ class TimingConfig:
     budget_seconds: float = 1.0
     flush_l2: bool = True
     l2_flush_bytes: int = 256 * 1024 * 1024
-    # cuda: the GPU is held busy this long before each start event, with the kernel built at ``hold_library``
-    # (harness/hold.py; the evaluator builds it); 0 or no library: the start event is recorded on an idle GPU
+    # cuda: the GPU is held busy this long before each start event (and, by the trusted clock, after each handshake's
+    # go), with the kernel of the library at ``gpu_library`` (harness/gpulib.py; the evaluator builds it); 0 or no
+    # library: the start event is recorded on an idle GPU
     hold_us: float = 100.0
-    hold_library: str = ""
+    gpu_library: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -182,22 +183,27 @@ class CudaRepetition:
         return net_time(own, start.elapsed_time(end), latency), own, latency
 
 
-_HOLDS: dict[tuple[str, str], Any] = {}  # the hold kernels this process loaded, by (library, device)
+_LIBRARIES: dict[tuple[str, str], Any] = {}  # the GPU libraries this process loaded, by (path, device)
+
+
+def load_gpu_library(path: str, device: str) -> Any:
+    """The GPU library at ``path`` (``gpulib.GpuLib``), loaded once per process and device."""
+    key = (path, device)
+    if key not in _LIBRARIES:
+        try:
+            from gpulib import GpuLib  # a sibling module: the children put the harness folder on sys.path
+        except ImportError:
+            from cudagym.harness.gpulib import GpuLib
+
+        _LIBRARIES[key] = GpuLib(path, device)
+    return _LIBRARIES[key]
 
 
 def load_hold(config: TimingConfig, device: str) -> Any:
-    """The hold kernel ``config`` names, loaded once per process (None when the hold is off)."""
-    if not config.hold_library or config.hold_us <= 0:
+    """The library whose kernel holds the GPU before each start event (None when the hold is off)."""
+    if not config.gpu_library or config.hold_us <= 0:
         return None
-    key = (config.hold_library, device)
-    if key not in _HOLDS:
-        try:
-            from hold import GpuHold  # a sibling module: the children put the harness folder on sys.path
-        except ImportError:
-            from cudagym.harness.hold import GpuHold
-
-        _HOLDS[key] = GpuHold(config.hold_library, device)
-    return _HOLDS[key]
+    return load_gpu_library(config.gpu_library, device)
 
 
 def _time_callable(

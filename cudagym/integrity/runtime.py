@@ -1,14 +1,13 @@
 """Run-time integrity checks: the parent's judgement of what the harness observed while ModelNew ran.
 
 The candidate process reports what it saw (``harness/candidate.py``); the reference process reports
-what it can establish itself (shared inputs unchanged, bitwise determinism). Each function here turns
-one observation into an :class:`~cudagym.results.IntegrityFinding`; a failed finding makes the stage's
+what it can establish itself (inputs unchanged, bitwise determinism, the timed outputs checked). Each function
+here turns one observation into an :class:`~cudagym.results.IntegrityFinding`; a failed finding makes the stage's
 status ``integrity`` and its detail is the rule the agent broke (never a reference value or a seed).
 
 Observations made inside the candidate process are the candidate's own word: code that subverts the
-harness itself could silence them. The static checks forbid the means (frame access, patching), the
-poisoned and re-filled buffers and the re-checked timed output do not depend on the candidate's
-word, and the README says what remains.
+harness itself could silence them. They decide no number: times come from the trusted clock and values are
+read and compared by the reference process (``harness/clock.py``); the README says what remains.
 """
 
 from __future__ import annotations
@@ -89,14 +88,13 @@ def inputs_unchanged(unchanged: bool | None, changed: list[int] | None) -> Integ
     return IntegrityFinding("inputs_unchanged", True, "")
 
 
-def no_aliasing(meta: dict[str, Any]) -> IntegrityFinding:
+def no_aliasing(aliased: bool) -> IntegrityFinding:
     """Catalogue #19: an output must not share memory with an input."""
-    aliased = [i for i, item in enumerate(meta.get("items", [])) if item.get("aliases_input")]
     if aliased:
         return IntegrityFinding(
             "outputs_do_not_alias_inputs",
             False,
-            f"output {aliased[0]} shares memory with an input; return a newly allocated tensor",
+            "an output shares memory with an input; return a newly allocated tensor",
         )
     return IntegrityFinding("outputs_do_not_alias_inputs", True, "")
 
@@ -172,6 +170,33 @@ def _allowed_library(kernel: dict[str, Any], policy: IntegrityPolicy) -> bool:
     gemm = any(s in name for s in ("gemm", "cublas", "xmma", "nvjet", "cutlass", "sgemm", "hgemm"))
     conv = any(s in name for s in ("cudnn", "conv", "implicit_gemm", "winograd"))
     return (gemm and policy.allow_cublas) or (conv and policy.allow_cudnn)
+
+
+MIN_SAMPLES = 20  # cpu: samples of own and library code below which the sampled share decides nothing
+
+
+def sampled_own_code(sampled: dict[str, Any] | None, policy: IntegrityPolicy) -> IntegrityFinding:
+    """Catalogue #1 on the cpu backend, observed from outside the candidate: of the samples the kernel took of its
+    threads during its calls in its own code or in torch's compute libraries, at most ``MAX_LIBRARY_SHARE`` may
+    fall in the libraries' compute (copies and allocation excluded; GEMM/convolution routines where the policy
+    allows cuBLAS/cuDNN, whose CPU counterparts are BLAS and oneDNN)."""
+    check = "cpu_time_in_own_code"
+    if not sampled or not sampled.get("observed"):
+        why = (sampled or {}).get("why", "not sampled")
+        return IntegrityFinding(check, True, f"not observed ({why})")
+    compute = int(sampled.get("library_compute", 0))
+    if policy.allow_cublas or policy.allow_cudnn:
+        compute -= int(sampled.get("library_blas", 0))
+    judged = int(sampled.get("own", 0)) + compute
+    share = compute / judged if judged else 0.0
+    if policy.allow_torch_compute or judged < MIN_SAMPLES or share <= MAX_LIBRARY_SHARE:
+        return IntegrityFinding(check, True, f"{share:.0%} of {judged} samples in torch's compute libraries")
+    return IntegrityFinding(
+        check,
+        False,
+        f"{share:.0%} of the CPU time sampled during the calls was spent computing in torch's libraries "
+        "(libtorch_cpu, MKL, oneDNN, ...); the computation must run in your own kernels",
+    )
 
 
 ROOFLINE_SLACK = 0.7  # writes that land in L2, clock and measurement effects: fail only well below the floor

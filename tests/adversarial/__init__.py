@@ -15,6 +15,14 @@ Classes the static checks catch (``test_static_hacks.py``; :data:`STATIC`), whol
   (``torch.allclose``, ``Tensor.__eq__``); 20 CUDA-graph capture; 22 binary smuggling (ctypes, dlopen,
   embedded PTX, base64 blobs).
 
+``test_static_families.py`` holds the families of variations around those classes that the static checks
+close: calls back into Python from C++, ATen reached through aliases, using-declarations, function
+pointers, backend namespaces, the dispatcher, operator registrations and dispatch-key guards (1, 8, 9),
+names assembled by macros, line splices and joined or escaped literals, asm directives and labels,
+``syscall()``, BLAS under any spelling (1, 6, 22), and in Python operators spelled as methods or through
+``operator``, torch reached through defaults, class bodies and decorators, hooks, and methods ``__init__``
+only names (1, 8); with the honest code next to each family that must pass.
+
 Classes left to run-time checks and isolation (:data:`RUNTIME`; no static check can decide these, or only
 part of them). Their fixtures: ``test_runtime_hacks.py`` on the CPU with every static check off (1, 6, 7,
 8, 10, 13, 14, 15, 17, 19, 21), ``tests/gpu/test_gpu_integrity.py`` (13, 16, 19 on the GPU),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-from cudagym_testing import RELU, relu_solution, with_binding_forward, write_all
+from cudagym_testing import RELU, assert_caught, relu_solution, with_binding_forward, write_all
 
 from cudagym.baselines import tool_call
 from cudagym.envs import CudaKernelEnv
@@ -170,15 +170,7 @@ def env(fast_config: EvalConfig):
 @pytest.mark.parametrize("hack", list(HACKS))
 def test_runtime_hack_gets_minus_one_and_is_named(env: CudaKernelEnv, hack: str) -> None:
     files, expected = HACKS[hack]
-    names = {expected} if isinstance(expected, str) else set(expected)
-    env.reset(options={"task_id": RELU})
-    write_all(env, files)
-    obs, reward, terminated, _, info = env.step(tool_call("submit"))
-    assert terminated and info["tier"] == -1 and reward == -1, obs
-    result = info["result"]
-    statuses = {result["status"], *(r["status"] for r in (result["verify"], result["profile"]) if r)}
-    failed = {f["check"] for f in result["integrity"] if not f["passed"]}
-    assert names & (statuses | failed), (statuses, failed, obs)
+    obs, names, failed = assert_caught(env, files, expected)
     if names & failed:
         assert "Integrity check" in obs or any(n in obs for n in names), obs
 

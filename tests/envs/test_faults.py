@@ -435,6 +435,20 @@ def test_writes_outside_the_workspace(fault_env: tuple[CudaKernelEnv, Leftovers]
     finish_correct_episode(env)
 
 
+@pytest.mark.skipif(not STATUS.works("user"), reason=f"no user namespaces here: {STATUS.user}")
+def test_the_compiler_cannot_read_the_reference_solutions(env: CudaKernelEnv) -> None:
+    """With the static checks off, only the compiler sandbox stands between a kernel and the task's solutions."""
+    env.reset(options={"task_id": RELU})
+    solution = next(Path(BUILTIN_RELU.solutions["cpu"]).rglob("*.cpp"))
+    original = relu_solution()["kernels/relu.cpp"]
+    for line in (f'#include "{solution}"', f'asm(".incbin \\"{solution}\\"");'):
+        write_all(env, {**relu_solution(), "kernels/relu.cpp": f"{line}\n{original}"})
+        obs, _, _, _, info = env.step(tool_call("compile"))
+        assert info["status"] == "compile_error", obs
+        assert "No such file or directory" in obs or "file not found" in obs, obs
+    finish_correct_episode(env)
+
+
 @pytest.mark.skipif(not STATUS.works("network"), reason=f"no network namespace here: {STATUS.network}")
 def test_network_connections_fail_inside_the_sandbox(env: CudaKernelEnv) -> None:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as listener:
@@ -533,3 +547,40 @@ def test_without_namespaces_deleted_fixed_files_are_found_and_restored(
     assert "model.py" in obs and "binding.cpp" in obs
     assert not env.workspace.tampered_fixed()
     finish_correct_episode(env)
+
+
+BROKEN_INPUTS = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def get_inputs():
+    raise MemoryError("DefaultCPUAllocator: can't allocate memory: you tried to allocate 6442450944 bytes")
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_submit_the_harness_cannot_evaluate_ends_the_episode_with_no_reward_and_says_why(
+    fast_config: EvalConfig,
+) -> None:
+    from cudagym.tasks.task import Task
+
+    task = Task(id="test/broken_inputs", name="broken inputs", source=BROKEN_INPUTS)
+    env = CudaKernelEnv([task], backend="cpu", eval_config=fast_config)
+    try:
+        env.reset(options={"task_id": task.id})
+        write_all(env, relu_solution())
+        obs, reward, terminated, truncated, info = env.step(tool_call("submit"))  # never raises
+        assert terminated and not truncated and reward == 0.0
+        assert info["status"] == "harness_error" and "can't allocate memory" in info["harness_error"]
+        assert "Not evaluated" in obs and "Traceback" not in obs
+        assert info["reward_terms"] == {"harness_error": 0.0}
+    finally:
+        env.close()

@@ -168,7 +168,18 @@ def test_gpu_faults_are_survived(fault: str) -> None:
         env.close()
 
 
-SIDE_STREAM = f"""#include <cuda_runtime.h>
+def side_stream(joined: bool) -> str:
+    """A relu that spins about 3 ms before writing its output, on a private stream; ``joined``: the current stream
+    waits for it before the call returns (honest), else the call says it is done with the work still running."""
+    join = (
+        "  static cudaEvent_t done = nullptr;\n"
+        "  if (done == nullptr) cudaEventCreateWithFlags(&done, cudaEventDisableTiming);\n"
+        "  cudaEventRecord(done, side);\n"
+        "  cudaStreamWaitEvent(stream, done, 0);\n"
+        if joined
+        else ""
+    )
+    return f"""#include <cuda_runtime.h>
 #include <cstdint>
 __global__ void slow_relu(const float* x, float* y, int64_t n) {{
   long long start = clock64();
@@ -179,19 +190,23 @@ __global__ void slow_relu(const float* x, float* y, int64_t n) {{
 {LAUNCHER} {{
   static cudaStream_t side = nullptr;
   if (side == nullptr) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
-  slow_relu<<<1024, 256, 0, side>>>(x, y, n);  // on a private stream, and no synchronisation
-}}
+  slow_relu<<<1024, 256, 0, side>>>(x, y, n);  // on a private stream
+{join}}}
 """
 
 
-def test_work_on_a_side_stream_is_timed_in_full(env: CudaKernelEnv) -> None:
+@pytest.mark.parametrize("joined", [True, False])
+def test_side_stream_work_is_timed_in_full_or_caught(env: CudaKernelEnv, joined: bool) -> None:
     env.reset(options={"task_id": RELU})
     files = relu_solution("cuda")
-    files["kernels/relu.cu"] = SIDE_STREAM
+    files["kernels/relu.cu"] = side_stream(joined)
     write_all(env, files)
     obs, _, _, _, info = env.step(tool_call("profile"))
-    assert info["status"] == "ok", obs
-    assert info["result"]["candidate_ms"] >= 2.5, obs
+    if joined:
+        assert info["status"] == "ok", obs
+        assert info["result"]["candidate_ms"] >= 2.5, obs
+    else:  # done said with the work still running: the output was sealed incomplete and differs when checked
+        assert info["status"] == "mismatch", obs
 
 
 LOAD_INLINE = '''import torch

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from cudagym.backends import query_gpu
-from cudagym.harness import hold
+from cudagym.harness import gpulib
 from cudagym.harness.timing import TimingConfig, time_callable
 
 pytestmark = [
@@ -28,13 +28,13 @@ def library(tmp_path_factory: pytest.TempPathFactory) -> Path:
     import torch
 
     major, minor = torch.cuda.get_device_capability()
-    return hold.build(tmp_path_factory.mktemp("hold"), f"sm_{major}{minor}")
+    return gpulib.build(tmp_path_factory.mktemp("hold"), f"sm_{major}{minor}")
 
 
 def test_the_hold_keeps_a_side_stream_kernel_waiting_until_it_ends(library: Path) -> None:
     import torch
 
-    gpu_hold = hold.GpuHold(library, 0)
+    gpu_hold = gpulib.GpuLib(library, 0)
     x = torch.zeros(1 << 20, device="cuda")
     side = torch.cuda.Stream()
     start, done = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -58,7 +58,7 @@ def test_work_left_on_a_side_stream_is_timed_in_full(library: Path) -> None:
         with torch.cuda.stream(side):
             torch.cuda._sleep(2_000_000)  # about 1 ms at the H200's clocks, never joined to the current stream
 
-    stats = time_callable(leaves_work_behind, "cuda", dataclasses.replace(QUICK, hold_library=str(library)))
+    stats = time_callable(leaves_work_behind, "cuda", dataclasses.replace(QUICK, gpu_library=str(library)))
     assert stats.stream_ms is not None and stats.stream_ms < 0.1  # the current stream saw nothing
     assert stats.median_ms >= 0.5, stats
     assert "GPU held 100 us" in stats.method
@@ -69,7 +69,7 @@ def test_the_host_return_latency_is_taken_off_a_short_kernel(library: Path) -> N
 
     x = torch.randn(1 << 22, device="cuda")
     y = torch.empty_like(x)
-    config = dataclasses.replace(QUICK, hold_library=str(library))
+    config = dataclasses.replace(QUICK, gpu_library=str(library))
     stats = time_callable(lambda: torch.clamp_min(x, 0.0, out=y), "cuda", config)
     assert stats.latency_ms is not None and stats.latency_ms > 0
     assert stats.stream_ms is not None and stats.median_ms >= stats.stream_ms

@@ -76,8 +76,8 @@ def test_a_cuda_repetition_takes_the_host_latency_off_but_never_below_its_own_st
 def test_the_hold_is_off_without_its_library_and_the_method_is_revised_in_the_baselines_key(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
-    assert load_hold(TimingConfig(), "cuda") is None  # the evaluator fills hold_library in
-    assert load_hold(TimingConfig(hold_us=0, hold_library="/nonexistent.so"), "cuda") is None
+    assert load_hold(TimingConfig(), "cuda") is None  # the evaluator fills gpu_library in
+    assert load_hold(TimingConfig(hold_us=0, gpu_library="/nonexistent.so"), "cuda") is None
     assert TimingConfig().hold_us > 0  # on by default wherever the library is built
     task = load("builtin")[0]
     cache = BaselineCache(tmp_path, resolve_backend("cpu"), "2.13.0", TimingConfig())

@@ -71,9 +71,23 @@ def test_first_failure_and_simple_rules() -> None:
     assert not runtime.inputs_unchanged(False, None).passed
     assert not runtime.inputs_unchanged(None, [1]).passed
     assert runtime.inputs_unchanged(True, None).passed
-    assert not runtime.no_aliasing({"items": [{"aliases_input": True}]}).passed
+    assert not runtime.no_aliasing(True).passed and runtime.no_aliasing(False).passed
     assert not runtime.trusted_functions(["time.perf_counter"]).passed
     assert not runtime.no_threads(2).passed and runtime.no_threads(0).passed
     assert not runtime.deterministic(False).passed and runtime.deterministic(None).passed
     findings = [runtime.no_threads(0), runtime.deterministic(False), runtime.no_threads(1)]
     assert runtime.first_failure(findings).check == "deterministic"
+
+
+def test_the_sampled_share_of_torch_compute_fails_above_the_limit_and_blas_only_where_allowed() -> None:
+    own = {"observed": True, "own": 900, "library": 120, "runtime": 50, "library_compute": 20, "library_blas": 0}
+    assert runtime.sampled_own_code(own, DEFAULT).passed
+    aten = {**own, "own": 10, "library_compute": 400}
+    assert not runtime.sampled_own_code(aten, DEFAULT).passed
+    assert runtime.sampled_own_code(aten, DEFAULT.replace(allow_torch_compute=True)).passed
+    gemm = {**aten, "library_blas": 400}
+    assert not runtime.sampled_own_code(gemm, DEFAULT).passed
+    assert runtime.sampled_own_code(gemm, DEFAULT.replace(allow_cublas=True)).passed
+    assert runtime.sampled_own_code({**aten, "own": 1, "library_compute": 5}, DEFAULT).passed  # too few samples
+    unseen = runtime.sampled_own_code({"observed": False, "why": "perf_event_open: Permission denied"}, DEFAULT)
+    assert unseen.passed and "Permission denied" in unseen.detail

@@ -1,0 +1,135 @@
+"""One candidate process through one verify or profile stage, with the reference process as its trusted clock.
+
+The evaluator's side of the conversation (``harness/clock.py`` and ``harness/stages.py`` are the reference's):
+
+1. a candidate process is taken from the pool (warm: torch imported, CUDA initialised), and the reference sets up
+   the stage's clock in the candidate's private exchange folder (``attach``);
+2. the candidate gets its job, maps the control block and the input sets and says ``calibrating``;
+3. the reference calibrates the handshake with it, before any of the agent's code is in the process, then the
+   candidate loads ``model_new.py`` and the extension and says ``ready``;
+4. the reference verifies or times it (``verify`` / ``time``); the evaluator only relays the results;
+5. the reference ends the stage; the candidate reports its kernel breakdown and ``done``; the clock is released.
+
+Every wait is bounded by the stage's deadline. What the candidate reports on its channel (load errors, exceptions,
+its kernels) is its word; what decides the result comes from the reference.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from cudagym.candidate_pool import CandidatePool
+from cudagym.reference_process import ReferenceProcess
+from cudagym.sandbox import Child
+
+
+class CandidateStage:
+    """See the module docstring. ``job`` is the candidate's job without its link (``make_job(exchange)`` builds
+    it once the candidate's private folder is known); ``gpu_library`` and ``hold_us`` configure the clock on cuda,
+    ``symbols_dir`` is where the cpu sampler caches libraries' symbols."""
+
+    def __init__(
+        self,
+        pool: CandidatePool,
+        ref: ReferenceProcess,
+        make_job: Callable[[Path], dict[str, Any]],
+        *,
+        deadline: float,
+        gpu_library: str = "",
+        hold_us: float = 0.0,
+        symbols_dir: str = "",
+        refill: bool = True,
+    ) -> None:
+        self.pool, self.ref, self.make_job, self.deadline = pool, ref, make_job, deadline
+        self.gpu_library, self.hold_us, self.symbols_dir, self.refill = gpu_library, hold_us, symbols_dir, refill
+        self.child: Child | None = None
+        self.attached = False
+        self.silent = ""  # why the candidate stopped answering the clock, when it did
+        self.max_calls = 1
+        self.moved_bytes = 0  # what every correct solution reads and writes per call (the speed-of-light bound)
+        self.calibration: dict[str, float] = {}
+
+    def remaining(self) -> float:
+        return max(0.1, self.deadline - time.monotonic())
+
+    def start(self) -> bool:
+        """Steps 1 and 2: False when the candidate failed before it could be calibrated (its messages say why)."""
+        child = self.child = self.pool.acquire(refill=self.refill)
+        if child.exchange is None:
+            raise RuntimeError("a candidate process without an exchange folder")
+        if self.pool.await_stage(child, "warm", self.deadline) is None:
+            return False
+        reply = self.ref.call(
+            "attach",
+            exchange=child.exchange,
+            root_pid=child.proc.pid,
+            gpu_library=self.gpu_library,
+            hold_us=self.hold_us,
+            symbols_dir=self.symbols_dir,
+        )
+        self.attached = True
+        self.max_calls = int(reply.get("max_calls", 1))
+        self.moved_bytes = int(reply.get("bytes", 0))
+        child.send({**self.make_job(Path(child.exchange)), "link": reply["link"]})
+        return self.pool.await_stage(child, "calibrating", self.deadline) is not None
+
+    def calibrate(self) -> bool:
+        """Step 3, first half: False when the candidate stopped answering during calibration."""
+        reply = self.ref.call("calibrate", timeout=self.remaining() + 5, seconds=self.remaining())
+        if reply.get("silent"):
+            self.silent = reply["silent"]
+            return False
+        self.calibration = reply.get("total_us", {})
+        return True
+
+    def await_ready(self) -> bool:
+        """Step 3, second half: the candidate loaded the agent's code (False when it failed to)."""
+        assert self.child is not None
+        return self.pool.await_stage(self.child, "ready", self.deadline) is not None
+
+    def run(self, command: str, **arguments: Any) -> dict[str, Any] | None:
+        """Step 4: ``verify_candidate`` or ``time_candidate`` in the reference; None when the candidate went silent."""
+        reply = self.ref.call(command, timeout=self.remaining() + 5, seconds=self.remaining(), **arguments)
+        if reply.get("silent"):
+            self.silent = reply["silent"]
+            return None
+        return reply
+
+    def finish(self) -> tuple[bool, int | None]:
+        """Step 5: (the candidate ended in time, its exit code)."""
+        assert self.child is not None
+        if self.attached:
+            self.ref.call("end_candidate")
+        finished, code = self.pool.finish(self.child, self.deadline)
+        self.detach()
+        return finished, code
+
+    def detach(self) -> None:
+        if self.attached and self.ref.alive:
+            self.attached = False
+            self.ref.call("detach")
+
+    def kernels(self) -> list[dict[str, Any]]:
+        """The candidate's per-kernel device time over the stage (its word), when it reported one."""
+        assert self.child is not None
+        return next((m.get("kernels", []) for m in self.child.messages if m.get("stage") == "kernels"), [])
+
+    def discard(self) -> None:
+        """Kills the candidate if it still runs and releases the clock (idempotent)."""
+        if self.child is not None:
+            self.pool.discard(self.child)
+        with contextlib.suppress(RuntimeError):
+            self.detach()
+
+
+@contextlib.contextmanager
+def candidate_stage(stage: CandidateStage) -> Iterator[CandidateStage]:
+    """``stage``, discarded whatever happens in the block."""
+    try:
+        yield stage
+    finally:
+        stage.discard()

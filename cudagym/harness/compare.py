@@ -1,0 +1,222 @@
+"""The trusted comparison of a candidate's output with the reference's: structure, exact type, shape, dtype, device,
+finiteness, then values within tolerance; for fp32 tasks also the precision of the output against a float64 reference
+(``precision_bound``). Runs in the reference process; imports only the standard library and torch.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-11}
+"""The unit roundoff (half an ulp of 1.0) of the arithmetic a precision mode allows: plain fp32 (24-bit significand),
+or TF32 tensor-core inputs (11-bit significand, ``IntegrityPolicy(allow_tf32=True)``). Mode "off" has no bound."""
+PRECISION_MARGIN = 8.0
+"""C of ``precision_bound``: how many times the fp32 reference's own error (or the floor) a candidate may be off."""
+PRECISION_FLOOR_ULPS = 32.0
+"""k of ``precision_bound``: the floor of the reference's error, in units of the mode's roundoff at the largest
+output, for outputs that the fp32 reference computes (nearly) exactly, where its own error is no scale."""
+
+
+def check_reply(index: int, passed: bool, output: int = 0, **fields: Any) -> dict[str, Any]:
+    return {"ok": True, "check": {"index": index, "passed": passed, "output": output, **fields}}
+
+
+def flatten(value: Any) -> list[Any] | None:
+    import torch
+
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return list(value)
+    return None
+
+
+def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, index: int) -> dict[str, Any]:
+    """Checks structure, type, shape, dtype, device and finiteness, then values within tolerance."""
+    import torch
+
+    exp_items, act_items = flatten(expected), flatten(actual)
+    if exp_items is None:
+        same = type(expected) is type(actual) and expected == actual
+        return check_reply(index, same, problem="" if same else f"expected {expected!r}, got {type(actual).__name__}")
+    if isinstance(expected, torch.Tensor) and not isinstance(actual, torch.Tensor):
+        return check_reply(index, False, problem=f"expected a torch.Tensor, got {type(actual).__name__}")
+    if act_items is None or len(act_items) != len(exp_items) or type(actual) is not type(expected):
+        return check_reply(
+            index,
+            False,
+            problem=f"expected a {type(expected).__name__} of {len(exp_items)} outputs, got {type(actual).__name__}",
+        )
+    worst: dict[str, Any] | None = None
+    for i, (exp, act) in enumerate(zip(exp_items, act_items, strict=False)):
+        if not isinstance(exp, torch.Tensor):
+            if type(exp) is not type(act) or exp != act:
+                return check_reply(index, False, output=i, problem=f"output {i}: expected {exp!r}, got {act!r}")
+            continue
+        if type(act) is not torch.Tensor:
+            return check_reply(
+                index, False, output=i, problem=f"output {i}: expected torch.Tensor, got {type(act).__name__}"
+            )
+        if act.shape != exp.shape:
+            return check_reply(
+                index, False, output=i, problem=f"output {i}: shape {tuple(act.shape)}, expected {tuple(exp.shape)}"
+            )
+        if act.dtype != exp.dtype:
+            return check_reply(index, False, output=i, problem=f"output {i}: dtype {act.dtype}, expected {exp.dtype}")
+        if act.device.type != exp.device.type:
+            return check_reply(
+                index, False, output=i, problem=f"output {i}: device {act.device.type}, expected {exp.device.type}"
+            )
+        result = compare_tensor(exp, act, atol, rtol)
+        result["output"] = i
+        if not result["passed"]:
+            return {"ok": True, "check": {"index": index, **result}}
+        if worst is None or (result.get("max_abs_error") or 0) > (worst.get("max_abs_error") or 0):
+            worst = result
+    return {"ok": True, "check": {"index": index, **(worst or {"passed": True})}}
+
+
+def compare_tensor(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, Any]:
+    """Elementwise |act - exp| <= atol + rtol * |exp| (NaN/Inf fail), with details of the worst element.
+
+    The pass/fail pass runs in the output's own precision; only the reported worst element is read in
+    float64, so checking a large output costs a few passes over it.
+    """
+    import torch
+
+    total = exp.numel()
+    if total == 0:
+        return {"passed": True, "total": 0, "mismatched": 0}
+    if not (exp.is_floating_point() or exp.is_complex()):
+        diff = act != exp
+        bad = int(diff.sum())
+        fields: dict[str, Any] = {"passed": bad == 0, "total": total, "mismatched": bad}
+        if bad:
+            flat = int(diff.reshape(-1).nonzero()[0])
+            fields.update(
+                worst_index=_unravel(flat, exp.shape),
+                expected=float(exp.reshape(-1)[flat]),
+                actual=float(act.reshape(-1)[flat]),
+            )
+        return fields
+    err = (act - exp).abs()
+    excess = err - (atol + rtol * exp.abs())
+    excess = torch.nan_to_num(excess, nan=math.inf)  # NaN in the candidate counts as the worst error
+    bad = int((excess > 0).sum())
+    flat = int(torch.argmax(excess.reshape(-1)).item())
+    nonfinite = int((~torch.isfinite(act)).sum()) - int((~torch.isfinite(exp)).sum())
+    e = float(exp.reshape(-1)[flat].double())
+    a = float(act.reshape(-1)[flat].double())
+    max_abs = float(torch.nan_to_num(err, nan=math.inf).max())
+    fields = {
+        "passed": bad == 0,
+        "total": total,
+        "mismatched": bad,
+        "max_abs_error": max_abs,
+        "max_rel_error": abs(a - e) / max(abs(e), 1e-12) if math.isfinite(a) else math.inf,
+        "worst_index": _unravel(flat, exp.shape),
+        "expected": e,
+        "actual": a,
+    }
+    if nonfinite > 0:
+        fields["problem"] = f"{nonfinite} NaN/Inf value(s) where the reference is finite"
+    return fields
+
+
+def precision_bound(exp32: Any, exp64: Any, unit_roundoff: float) -> float:
+    """The largest error against the float64 reference that an output computed with the allowed arithmetic may have:
+
+        bound = C * max(max|exp32 - exp64|, k * u * max|exp64|)
+
+    ``exp32`` is the reference's output computed in fp32 (TF32 off), ``exp64`` the same model's output in float64 on
+    the same inputs, ``u`` the mode's unit roundoff (``UNIT_ROUNDOFF``), C = ``PRECISION_MARGIN`` and
+    k = ``PRECISION_FLOOR_ULPS``; maxima run over the elements where both references are finite. The fp32
+    reference's own error sets the scale (an ill-conditioned op lets every fp32 computation err as much), with a floor
+    of k roundoffs at the largest output for ops that fp32 computes exactly. Another summation order or fast-math
+    transcendentals (a few ulp) stay far inside it; TF32 or bf16 arithmetic on an fp32 task does not (inputs rounded to
+    11 or 8 significant bits err ~2^-11 or ~2^-8 relative, far above C * k * 2^-24), unless the mode is "tf32". Every
+    element's bound is the same number: the rule measures errors at the scale of the whole output.
+    """
+    import torch
+
+    finite = torch.isfinite(exp64) & torch.isfinite(exp32)
+    reference = exp64[finite]
+    if reference.numel() == 0:
+        return math.inf
+    own = float((exp32[finite].double() - reference).abs().max())
+    floor = PRECISION_FLOOR_ULPS * unit_roundoff * float(reference.abs().max())
+    return PRECISION_MARGIN * max(own, floor, torch.finfo(torch.float32).tiny)
+
+
+def compare_precision(expected: Any, expected64: Any, actual: Any, mode: str) -> dict[str, Any]:
+    """After ``compare_outputs`` passed: every floating output within ``precision_bound`` of the float64 reference.
+
+    ``expected``/``expected64``: the reference's outputs in fp32 and in float64 (same structure); ``actual``: the
+    candidate's; ``mode``: "fp32" or "tf32" (``UNIT_ROUNDOFF``). Returns the fields to merge into the check:
+    ``precision_ratio``, the largest error over its bound (<= 1 passes), and for a failure ``passed=False`` with the
+    worst element and a one-line problem. Outputs the float64 reference does not give in float64 (a model that casts
+    back itself) are left to the tolerance alone.
+    """
+    import torch
+
+    worst = 0.0
+    pairs = zip(flatten(expected) or [], flatten(expected64) or [], flatten(actual) or [], strict=True)
+    for i, (exp32, exp64, act) in enumerate(pairs):
+        if not (isinstance(exp32, torch.Tensor) and exp32.dtype == torch.float32 and exp32.numel()):
+            continue
+        if not (isinstance(exp64, torch.Tensor) and exp64.dtype == torch.float64 and exp64.shape == exp32.shape):
+            continue
+        bound = precision_bound(exp32, exp64, UNIT_ROUNDOFF[mode])
+        err = (act.double() - exp64).abs()
+        err = torch.where(torch.isfinite(exp64) & torch.isfinite(exp32), err, torch.zeros_like(err))
+        largest = float(err.max())
+        if largest > bound:
+            return {**_imprecise(exp64, act, err, bound, mode), "output": i}
+        worst = max(worst, largest / bound)
+    return {"precision_ratio": worst}
+
+
+def _imprecise(exp64: Any, act: Any, err: Any, bound: float, mode: str) -> dict[str, Any]:
+    """The fields of a check that failed the precision bound: where the worst error is and a one-line problem."""
+    flat = int(err.reshape(-1).argmax())
+    largest = float(err.reshape(-1)[flat])
+    e, a = float(exp64.reshape(-1)[flat]), float(act.reshape(-1)[flat].double())
+    arithmetic = "fp32" if mode == "fp32" else "TF32"
+    allowed = (
+        "TF32 or bf16 arithmetic is not allowed for this task unless the policy allows TF32"
+        if mode == "fp32"
+        else "arithmetic coarser than TF32 is not allowed"
+    )
+    return {
+        "passed": False,
+        "total": exp64.numel(),
+        "mismatched": int((err > bound).sum()),
+        "max_abs_error": largest,
+        "max_rel_error": abs(a - e) / max(abs(e), 1e-12),
+        "worst_index": _unravel(flat, exp64.shape),
+        "expected": e,
+        "actual": a,
+        "precision_ratio": largest / bound,
+        "problem": f"the output is less precise than {arithmetic} arithmetic allows: max error {largest:.3g} against "
+        f"the float64 reference, {largest / bound:.3g}x the bound {bound:.3g}; {allowed}",
+    }
+
+
+def _unravel(flat: int, shape: Any) -> list[int]:
+    index = []
+    for size in reversed(list(shape)):
+        index.append(flat % size if size else 0)
+        flat = flat // size if size else 0
+    return list(reversed(index))
+
+
+def same_values(a: Any, b: Any) -> bool:
+    """Bitwise-equal tensors, NaN equal to NaN (for the inputs-unchanged and determinism checks)."""
+    import torch
+
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return False
+    if a.is_floating_point() or a.is_complex():
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool(torch.equal(a, b))

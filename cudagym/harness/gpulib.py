@@ -1,0 +1,341 @@
+"""The trusted side's small CUDA library, and the driver calls that share device memory between processes.
+
+Kernels (built once per cache directory and architecture with nvcc, loaded with ctypes):
+
+* **hold**: occupies every thread slot of every SM for a set time. The trusted clock launches it right after it
+  raises a handshake's *go*, so the candidate's host path into its first kernel (Python, the dispatcher, the launch)
+  happens while the GPU is busy and is not timed; the baselines' event timing launches it before its start event for
+  the same reason. It takes every thread slot, so no kernel of another stream can run beside it; copy engines are
+  not SMs: an asynchronous copy on a side stream can overlap it, for at most the hold's length.
+* **flag**: writes a 64-bit value into host memory mapped for the device, after every earlier write of the stream
+  is visible system-wide: how a stream says "done" (or "go") to a process spinning on that memory.
+* **hash**: a keyed 64-bit digest of a byte range (each 16-byte word mixed with its position and the key, summed).
+  The clock seals a candidate's output inside the timed interval with it; a later change of the output, by the
+  candidate after the interval, changes the digest, and without the key (fresh for every handshake) no change can
+  be made that keeps it.
+* **fill**: writes a byte pattern over a range (poisoning outputs through a mapping).
+
+Driver calls (``libcuda`` through ctypes): an allocation's interprocess handle and the range it covers, and the
+opening and closing of a handle exported by another process. torch's own sharing (``_share_cuda_``) also creates
+reference-count files in /dev/shm, which a candidate with a private /dev/shm cannot see; these calls need nothing
+but the driver.
+
+Kept free of cudagym imports (the children import it by path); ``build`` needs ``nvcc``.
+"""
+
+from __future__ import annotations
+
+import base64
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SOURCE = r"""
+#include <cuda_runtime.h>
+#include <stdint.h>
+
+__device__ __forceinline__ unsigned long long global_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// each block spins from its own start until ns have passed: the blocks start together, since the grid fits
+__global__ void __launch_bounds__(1024) cudagym_hold_every_sm(unsigned long long ns) {
+  const unsigned long long start = global_ns();
+  while (global_ns() - start < ns) {
+  }
+}
+
+__global__ void cudagym_flag_kernel(volatile unsigned long long* where, unsigned long long value) {
+  __threadfence_system();
+  *where = value;
+  __threadfence_system();
+}
+
+__device__ __forceinline__ unsigned long long mix64(unsigned long long z) {
+  z ^= z >> 30;
+  z *= 0xBF58476D1CE4E5B9ull;
+  z ^= z >> 27;
+  z *= 0x94D049BB133111EBull;
+  z ^= z >> 31;
+  return z;
+}
+
+// words: 16-byte words from an aligned start; head/tail: the bytes before and after them, folded in by block 0
+__global__ void cudagym_hash_kernel(const unsigned char* head, unsigned long long head_bytes, const uint4* words,
+                                    unsigned long long count, const unsigned char* tail,
+                                    unsigned long long tail_bytes, unsigned long long key,
+                                    unsigned long long* out) {
+  unsigned long long acc = 0;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < count; i += stride) {
+    const uint4 v = words[i];
+    const unsigned long long a = ((unsigned long long)v.x << 32) | v.y;
+    const unsigned long long b = ((unsigned long long)v.z << 32) | v.w;
+    acc += mix64((a ^ key) + (i + 1) * 0x9E3779B97F4A7C15ull) ^ mix64((b ^ (key * 3)) + i);
+  }
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    for (unsigned long long j = 0; j < head_bytes; ++j) acc += mix64((head[j] ^ key) + 0x1000 + j);
+    for (unsigned long long j = 0; j < tail_bytes; ++j) acc += mix64((tail[j] ^ key) + 0x2000 + j);
+  }
+  for (int offset = 16; offset > 0; offset >>= 1) acc += __shfl_down_sync(0xffffffffu, acc, offset);
+  if ((threadIdx.x & 31) == 0) atomicAdd(out, acc);
+}
+
+__global__ void cudagym_fill_kernel(unsigned char* where, unsigned long long bytes, unsigned int pattern) {
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < bytes; i += stride)
+    where[i] = (unsigned char)(pattern >> (8 * (i & 3)));
+}
+
+extern "C" {
+int cudagym_hold(void* stream, unsigned long long ns, int blocks, int threads) {
+  cudagym_hold_every_sm<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(ns);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int cudagym_flag(void* stream, void* where, unsigned long long value) {
+  cudagym_flag_kernel<<<1, 1, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<volatile unsigned long long*>(where), value);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int cudagym_hash(void* stream, const void* data, unsigned long long bytes, unsigned long long key, void* out,
+                 int blocks) {
+  const uintptr_t start = reinterpret_cast<uintptr_t>(data);
+  uintptr_t aligned = (start + 15) & ~static_cast<uintptr_t>(15);
+  if (aligned > start + bytes) aligned = start + bytes;
+  const unsigned long long head = aligned - start;
+  const unsigned long long count = (bytes - head) / 16;
+  const unsigned long long tail = bytes - head - count * 16;
+  cudagym_hash_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      reinterpret_cast<const unsigned char*>(start), head, reinterpret_cast<const uint4*>(aligned), count,
+      reinterpret_cast<const unsigned char*>(aligned + count * 16), tail, key,
+      static_cast<unsigned long long*>(out));
+  return static_cast<int>(cudaGetLastError());
+}
+
+int cudagym_fill(void* stream, void* where, unsigned long long bytes, unsigned int pattern, int blocks) {
+  cudagym_fill_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<unsigned char*>(where), bytes, pattern);
+  return static_cast<int>(cudaGetLastError());
+}
+
+int cudagym_register_host(void* host, unsigned long long bytes, void** device) {
+  int code = static_cast<int>(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
+  if (code != 0) return code;
+  return static_cast<int>(cudaHostGetDevicePointer(device, host, 0));
+}
+
+int cudagym_unregister_host(void* host) { return static_cast<int>(cudaHostUnregister(host)); }
+}
+"""
+
+_SIGNATURES: dict[str, list[Any]] = {
+    "cudagym_hold": [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_int, ctypes.c_int],
+    "cudagym_flag": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong],
+    "cudagym_hash": [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_ulonglong,
+        ctypes.c_ulonglong,
+        ctypes.c_void_p,
+        ctypes.c_int,
+    ],
+    "cudagym_fill": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_uint, ctypes.c_int],
+    "cudagym_register_host": [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_void_p)],
+    "cudagym_unregister_host": [ctypes.c_void_p],
+}
+
+
+def library_name(arch: str) -> str:
+    """The built library's file name: the source's hash and the architecture, so a changed source rebuilds."""
+    digest = hashlib.sha256(f"{SOURCE}\0{arch}".encode()).hexdigest()[:16]
+    return f"cudagym_gpulib_{arch}_{digest}.so"
+
+
+def build(folder: Path, arch: str, nvcc: str = "nvcc", timeout: float = 120.0) -> Path:
+    """Builds the library for ``arch`` (e.g. ``sm_90``) into ``folder`` unless it is there already; returns its path.
+    The file appears whole or not at all (built beside it, then renamed)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    target = folder / library_name(arch)
+    if target.exists():
+        return target
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".gpulib-") as tmp:
+        source = Path(tmp) / "gpulib.cu"
+        source.write_text(SOURCE)
+        built = Path(tmp) / "gpulib.so"
+        command = [nvcc, "-O2", f"-arch={arch}", "-shared", "-Xcompiler", "-fPIC", "-o", str(built), str(source)]
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+        if proc.returncode != 0:
+            raise RuntimeError(f"building the GPU library failed: {proc.stderr[-2000:]}")
+        os.replace(built, target)
+    return target
+
+
+class GpuLib:
+    """The loaded library for one device; every launch goes on the current stream unless a stream is given."""
+
+    def __init__(self, library: str | os.PathLike[str], device: Any) -> None:
+        import torch
+
+        self._torch = torch
+        self._lib = ctypes.CDLL(str(library))
+        for name, argtypes in _SIGNATURES.items():
+            function = getattr(self._lib, name)
+            function.argtypes = argtypes
+            function.restype = ctypes.c_int
+        props = torch.cuda.get_device_properties(device)
+        per_sm = int(props.max_threads_per_multi_processor)
+        # whole blocks of at most 1,024 threads that fill an SM's thread slots exactly (2,048 on sm_90: 2 x 1,024)
+        self.threads = next(t for t in (1024, 768, 512, 384, 256, 128, 64, 32) if per_sm % t == 0)
+        self.blocks = int(props.multi_processor_count) * (per_sm // self.threads)
+        self.streaming_blocks = int(props.multi_processor_count) * 4  # for the hash and the fill
+        self.device = device
+
+    def _stream(self, stream: Any = None) -> int:
+        return int((stream or self._torch.cuda.current_stream(self.device)).cuda_stream)
+
+    @staticmethod
+    def _check(code: int, what: str) -> None:
+        if code != 0:
+            raise RuntimeError(f"{what} failed (cudaError {code})")
+
+    def hold(self, microseconds: float, stream: Any = None) -> None:
+        """Keeps every SM busy for ``microseconds``, from when the stream reaches this launch."""
+        code = self._lib.cudagym_hold(self._stream(stream), int(microseconds * 1000), self.blocks, self.threads)
+        self._check(code, "the hold kernel")
+
+    def launch(self, microseconds: float) -> None:
+        """``hold`` on the current stream (the name the timing loop uses)."""
+        self.hold(microseconds)
+
+    def flag(self, device_address: int, value: int, stream: Any = None) -> None:
+        """Writes ``value`` at ``device_address`` (host memory mapped for the device) once the stream gets here."""
+        self._check(self._lib.cudagym_flag(self._stream(stream), device_address, value), "the flag kernel")
+
+    def hash(self, address: int, nbytes: int, key: int, out_address: int, stream: Any = None) -> None:
+        """Adds the keyed digest of ``nbytes`` at ``address`` to the int64 at ``out_address`` (zero it first)."""
+        code = self._lib.cudagym_hash(
+            self._stream(stream), address, nbytes, key & (2**64 - 1), out_address, self.streaming_blocks
+        )
+        self._check(code, "the hash kernel")
+
+    def fill(self, address: int, nbytes: int, pattern: int, stream: Any = None) -> None:
+        """Writes the 32-bit ``pattern`` (little-endian, repeated) over ``nbytes`` at ``address``."""
+        code = self._lib.cudagym_fill(self._stream(stream), address, nbytes, pattern, self.streaming_blocks)
+        self._check(code, "the fill kernel")
+
+    def register_host(self, host_address: int, nbytes: int) -> int:
+        """Pins and maps host memory for the device; returns its device address."""
+        device = ctypes.c_void_p()
+        self._check(self._lib.cudagym_register_host(host_address, nbytes, ctypes.byref(device)), "cudaHostRegister")
+        return int(device.value or 0)
+
+    def unregister_host(self, host_address: int) -> None:
+        self._lib.cudagym_unregister_host(host_address)
+
+
+# -- interprocess device memory through the driver --------------------------------------------------------------
+
+IPC_HANDLE_BYTES = 64
+CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS = 1
+
+
+class _IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_ubyte * IPC_HANDLE_BYTES)]
+
+
+class CudaDriver:
+    """The few driver calls that share device memory between processes (``libcuda`` through ctypes). Call from a
+    thread on which torch has made the device's primary context current."""
+
+    def __init__(self) -> None:
+        self._lib = ctypes.CDLL("libcuda.so.1")
+        size = ctypes.POINTER(ctypes.c_size_t)
+        pointer = ctypes.POINTER(ctypes.c_uint64)
+        self._range = self._lib.cuMemGetAddressRange_v2
+        self._range.argtypes = [pointer, size, ctypes.c_uint64]
+        self._export = self._lib.cuIpcGetMemHandle
+        self._export.argtypes = [ctypes.POINTER(_IpcHandle), ctypes.c_uint64]
+        self._open = self._lib.cuIpcOpenMemHandle_v2
+        self._open.argtypes = [pointer, _IpcHandle, ctypes.c_uint]
+        self._close = self._lib.cuIpcCloseMemHandle
+        self._close.argtypes = [ctypes.c_uint64]
+        for function in (self._range, self._export, self._open, self._close):
+            function.restype = ctypes.c_int
+
+    @staticmethod
+    def _check(code: int, what: str) -> None:
+        if code != 0:
+            raise RuntimeError(f"{what} failed (CUresult {code})")
+
+    def allocation(self, address: int) -> tuple[int, int]:
+        """(base, size) of the device allocation that holds ``address``."""
+        base, size = ctypes.c_uint64(), ctypes.c_size_t()
+        self._check(self._range(ctypes.byref(base), ctypes.byref(size), address), "cuMemGetAddressRange")
+        return int(base.value), int(size.value)
+
+    def export(self, base: int) -> str:
+        """The interprocess handle of the allocation at ``base``, base64-encoded."""
+        handle = _IpcHandle()
+        self._check(self._export(ctypes.byref(handle), base), "cuIpcGetMemHandle")
+        return base64.b64encode(bytes(handle.reserved)).decode()
+
+    def open(self, handle: str) -> int:
+        """Maps another process's allocation (its handle from ``export``); returns the address here."""
+        raw = base64.b64decode(handle)
+        if len(raw) != IPC_HANDLE_BYTES:
+            raise ValueError("not an interprocess handle")
+        address = ctypes.c_uint64()
+        handle = _IpcHandle((ctypes.c_ubyte * IPC_HANDLE_BYTES).from_buffer_copy(raw))
+        self._check(self._open(ctypes.byref(address), handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS), "cuIpcOpenMemHandle")
+        return int(address.value)
+
+    def close(self, address: int) -> None:
+        self._close(address)
+
+
+TYPESTR = {
+    "float64": "<f8",
+    "float32": "<f4",
+    "float16": "<f2",
+    "int64": "<i8",
+    "int32": "<i4",
+    "int16": "<i2",
+    "int8": "|i1",
+    "uint8": "|u1",
+    "bool": "|b1",
+    "complex64": "<c8",
+    "complex128": "<c16",
+}
+"""Element types that ``__cuda_array_interface__`` names; others (bfloat16) are built on bytes and viewed."""
+
+
+class _DeviceBytes:
+    """``nbytes`` of device memory at ``address``, as ``__cuda_array_interface__`` describes them."""
+
+    def __init__(self, address: int, nbytes: int) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": (nbytes,),
+            "typestr": "|u1",
+            "data": (address, False),
+            "version": 3,
+            "strides": None,
+        }
+
+
+def device_view(address: int, nbytes: int, dtype: Any, shape: list[int], stride: list[int]) -> Any:
+    """A tensor over existing device memory (no copy): ``nbytes`` at ``address`` seen as ``dtype`` with ``shape`` and
+    ``stride`` (in elements). The caller keeps the memory mapped while the tensor is used."""
+    import torch
+
+    raw = torch.as_tensor(_DeviceBytes(address, nbytes), device="cuda")
+    element = torch.empty(0, dtype=dtype).element_size()
+    typed = raw[: nbytes - nbytes % element].view(dtype)
+    return typed.as_strided(tuple(shape), tuple(stride), 0)

@@ -1,0 +1,254 @@
+"""Verification and timing of a candidate through the trusted clock (``clock.py``), run in the reference process.
+
+Both are sequences of handshakes that look alike to the candidate. **Verification**: one call per handshake, each
+on a fresh input set from a secret seed, every output compared in full; optionally the first set once more, whose
+output must be bitwise the same. **Timing**: warm-up handshakes, then timed ones of ``calls`` calls each (more
+calls per handshake when a call is short, so the handshake's own cost, calibrated and taken off, weighs less), every
+call on a fresh input set. A random share of all calls (``CHECK_SHARE``, drawn after the call, so the candidate cannot
+know which) is compared in full like a verification check: skipping, caching or finishing late on any sizeable
+fraction of calls fails with near certainty, and one that affects too few calls to fail cannot move the median
+either. Between handshakes eager PyTorch is timed a few times on fresh inputs, the same trusted way as the cached
+baseline (``timing.py``), so the evaluator can tell a stale baseline from a busy machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import secrets
+import statistics
+import time
+from typing import Any
+
+from clock import Clock, Handshake
+from compare import same_values
+from timing import TimingConfig, summarize, time_callable, warm_up
+
+CHECK_SHARE = 0.25  # of all calls, compared in full
+MIN_CHECKED = 3  # compared calls per timing at least
+# calls per handshake: enough for the work of a handshake to reach this (cuda, cpu), so that the handshake's own cost,
+# calibrated and taken off, weighs little against the work
+TARGET_HANDSHAKE_US = {True: 500.0, False: 5000.0}
+EAGER_EVERY = 8  # timed handshakes between two eager re-validations
+EAGER_SAMPLES = 5  # eager re-validations at least
+
+
+@dataclasses.dataclass
+class Observed:
+    """What the candidate said about its calls (its word), gathered over a stage."""
+
+    ops: set[str] = dataclasses.field(default_factory=set)
+    replaced: set[str] = dataclasses.field(default_factory=set)
+    threads_started: int = 0
+    aliased: bool = False
+
+    def add(self, record: Handshake) -> None:
+        description = record.description
+        self.ops.update(str(op) for op in description.get("ops", []) if isinstance(op, str))
+        self.replaced.update(str(name) for name in description.get("replaced", []) if isinstance(name, str))
+        threads = description.get("threads_started", 0)
+        self.threads_started = max(self.threads_started, threads if isinstance(threads, int) else 0)
+        for call in description.get("calls", []) if isinstance(description.get("calls"), list) else []:
+            items = call.get("items", []) if isinstance(call, dict) else []
+            self.aliased |= any(isinstance(i, dict) and i.get("aliases_input") for i in items)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "ops": sorted(self.ops),
+            "replaced": sorted(self.replaced),
+            "threads_started": self.threads_started,
+            "aliases_input": self.aliased,
+        }
+
+
+def verify(
+    clock: Clock,
+    plan: list[tuple[int, str]],
+    repeat_first: bool,
+    atol: float,
+    rtol: float,
+    deadline: float,
+    precision: str = "off",
+) -> dict[str, Any]:
+    """Runs one handshake per ``(seed, kind)`` of ``plan`` (and the first seed again with ``repeat_first``), each
+    output compared (``precision``: see ``Clock.check``); stops at the first failed check or a failed call. Returns the
+    checks and what was observed."""
+    checks: list[dict[str, Any]] = []
+    observed = Observed()
+    kept: list[Any] | None = None
+    steps = [*plan, plan[0]] if repeat_first else list(plan)
+    for index, (seed, kind) in enumerate(steps):
+        clock.stage_inputs(0, seed, kind)
+        record = clock.handshake([0], deadline)
+        observed.add(record)
+        if record.error is not None:
+            return {"ok": True, "checks": checks, "error": record.error, "observed": observed.as_dict()}
+        check = clock.check(record, 0, atol, rtol, index, precision)["check"]
+        if repeat_first and index == 0:
+            kept = clock.keep(record, 0)
+        if repeat_first and index == len(steps) - 1 and check["passed"]:
+            again = clock.keep(record, 0)
+            check["deterministic"] = kept is not None and len(again) == len(kept) and all(map(same_values, kept, again))
+        clock.poison(record)
+        checks.append(check)
+        if not check["passed"]:
+            break
+    return {"ok": True, "checks": checks, "error": None, "observed": observed.as_dict(), "sampled": clock.sampled()}
+
+
+class Timing:
+    """One timing of a candidate (see the module docstring)."""
+
+    def __init__(
+        self,
+        clock: Clock,
+        config: TimingConfig,
+        eager: Any,
+        atol: float,
+        rtol: float,
+        deadline: float,
+        precision: str = "off",
+    ):
+        self.clock, self.config, self.eager = clock, config, eager
+        self.atol, self.rtol, self.deadline, self.precision = atol, rtol, deadline, precision
+        self.observed = Observed()
+        self.checked = 0
+        self.failure: dict[str, Any] | None = None
+        self.error: dict[str, Any] | None = None
+        self.eager_ms: list[float] = []
+        self.phases: list[list[float]] = []  # of the timed handshakes, per phase (microseconds)
+        self.slowed = 0
+        self.handshakes = 0
+
+    def _one(self, calls: int, *, force_check: bool = False) -> list[float] | None:
+        """One handshake of ``calls`` calls on fresh inputs, a random share checked; its per-call time, or None
+        when the stage has failed."""
+        clock = self.clock
+        for k in range(calls):
+            clock.stage_inputs(k, secrets.randbits(62), "task")
+        record = clock.handshake(list(range(calls)), self.deadline)
+        self.handshakes += 1
+        self.observed.add(record)
+        if record.error is not None:
+            self.error = record.error
+            return None
+        for k in range(calls):
+            if force_check or secrets.randbelow(1_000_000) < CHECK_SHARE * 1_000_000:
+                check = clock.check(record, k, self.atol, self.rtol, self.checked, self.precision)["check"]
+                self.checked += 1
+                if not check["passed"] or not check.get("inputs_unchanged", True):
+                    self.failure = check
+                    return None
+        self.slowed += clock.clock_slowed(record)
+        self.phases.append(record.phases_us)
+        clock.poison(record)
+        return [clock.per_call_us(record) / 1e3] * 1
+
+    def _eager_sample(self) -> None:
+        """Eager PyTorch timed a few times on the fresh inputs of set 0, by the baselines' own method."""
+        inputs = self.clock.staging[0]
+        quick = dataclasses.replace(
+            self.config,
+            warmup=1,
+            warmup_seconds=0.0,
+            warmup_max_seconds=0.0,
+            min_reps=3,
+            max_reps=3,
+            budget_seconds=0.0,
+        )
+        stats = time_callable(lambda: self.eager(*inputs), self.clock.device, quick)
+        self.eager_ms.append(stats.median_ms)
+
+    def run(self) -> dict[str, Any]:
+        config = self.config
+        times: list[float] = []
+
+        def warm() -> float:
+            got = self._one(1)
+            if got is None:
+                raise _Stop
+            times.extend(got)
+            return got[0] / 1e3
+
+        try:
+            warm_up(warm, config, until_settled=self.clock.cuda)
+            per_call_us = max(statistics.median(times[-5:]) * 1e3, 1e-3)
+            wanted = math.ceil(TARGET_HANDSHAKE_US[self.clock.cuda] / per_call_us)
+            calls = max(c for c in self.clock.call_counts() if c <= max(1, wanted) or c == 1)
+            timed: list[float] = []
+            start = time.perf_counter()
+            while len(timed) < config.max_reps:
+                got = self._one(calls)
+                if got is None:
+                    raise _Stop
+                timed.extend(got)
+                if len(timed) % EAGER_EVERY == 0 and self.eager is not None:
+                    self._eager_sample()
+                if len(timed) >= config.min_reps and time.perf_counter() - start >= config.budget_seconds:
+                    break
+            while self.checked < MIN_CHECKED:
+                got = self._one(calls, force_check=True)
+                if got is None:
+                    raise _Stop
+            while self.eager is not None and len(self.eager_ms) < EAGER_SAMPLES:
+                self._eager_sample()
+        except _Stop:
+            return self._reply(None, 0)
+        return self._reply(timed, calls)
+
+    def _reply(self, timed: list[float] | None, calls: int) -> dict[str, Any]:
+        stats = summarize(timed, self._method(calls)) if timed else None
+        return {
+            "ok": True,
+            "error": self.error,
+            "failure": self.failure,
+            "median_ms": stats.median_ms if stats else None,
+            "spread": stats.spread if stats else None,
+            "reps": stats.reps if stats else 0,
+            "times_ms": list(stats.times_ms) if stats else [],
+            "method": stats.method if stats else "",
+            "calls_per_handshake": calls,
+            "checked_calls": self.checked,
+            "handshakes": self.handshakes,
+            "clock_slowed": self.slowed,
+            "eager_ms": self.eager_ms,
+            "calibration": {
+                str(k): {
+                    "total_us": v,
+                    "phases_us": self.clock.calibration.phases_us[k],
+                    "noise_us": self.clock.calibration.noise_us.get(k, []),
+                    "resolution_us": self.clock.calibration.resolution_us(k),
+                }
+                for k, v in self.clock.calibration.total_us.items()
+            },
+            "phases_us": [statistics.median(p[i] for p in self.phases) for i in range(len(self.phases[0]))]
+            if self.phases
+            else [],
+            "observed": self.observed.as_dict(),
+            "sampled": self.clock.sampled(),
+        }
+
+    def _method(self, calls: int) -> str:
+        where = (
+            "cuda events on the reference's own stream around inputs written, L2 flushed, GPU held, the candidate's "
+            "calls and their outputs sealed"
+            if self.clock.cuda
+            else "perf_counter in the reference process while the candidate ran (frozen otherwise)"
+        )
+        resolution = self.clock.calibration.resolution_us(calls) if calls else 0.0
+        return (
+            f"trusted clock: {where}; calibrated handshake cost taken off; {calls} call(s) per handshake; "
+            f"resolution {resolution:.1f} us per call (a faster call reads as that)"
+        )
+
+
+class _Stop(Exception):
+    """The candidate failed a call or a check: the timing ends."""
+
+
+def time_candidate(
+    clock: Clock, config: TimingConfig, eager: Any, atol: float, rtol: float, deadline: float, precision: str = "off"
+) -> dict[str, Any]:
+    """Times the candidate (see ``Timing``); ``eager`` is the reference model to re-validate the baseline with;
+    ``precision``: see ``Clock.check``."""
+    return Timing(clock, config, eager, atol, rtol, deadline, precision).run()

@@ -1,0 +1,131 @@
+"""Judgements the evaluator makes on what the trusted side reported: checks and integrity findings of a
+verification or a timing, and whether a profile's baselines can be trusted (``judge_baselines``).
+
+The numbers here all come from the reference process (``harness/stages.py``); the candidate's own observations
+(operators it dispatched, threads, replaced functions, its kernel breakdown) arrive through it and are its word.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+from typing import Any
+
+from cudagym.integrity import runtime
+from cudagym.integrity.policy import IntegrityPolicy
+from cudagym.results import CheckResult, IntegrityFinding
+
+
+def check_result(data: dict[str, Any]) -> CheckResult:
+    """A ``CheckResult`` from a reference check reply (unknown keys dropped)."""
+    fields = {f.name for f in dataclasses.fields(CheckResult)}
+    values = {k: v for k, v in data.items() if k in fields}
+    if values.get("worst_index") is not None:
+        values["worst_index"] = tuple(values["worst_index"])
+    return CheckResult(**values)
+
+
+def observed_findings(
+    observed: dict[str, Any], policy: IntegrityPolicy, sampled: dict[str, Any] | None = None
+) -> list[IntegrityFinding]:
+    """The findings on what the candidate said about its calls (every call of the stage), and on where the kernel
+    saw its threads run (cpu)."""
+    return [
+        runtime.sampled_own_code(sampled, policy),
+        runtime.no_aliasing(bool(observed.get("aliases_input"))),
+        runtime.trusted_functions(list(observed.get("replaced", []))),
+        runtime.no_threads(int(observed.get("threads_started", 0))),
+        runtime.torch_compute(list(observed.get("ops", [])), policy),
+    ]
+
+
+def verify_outcome(
+    reply: dict[str, Any] | None, policy: IntegrityPolicy, repeat: bool
+) -> tuple[list[CheckResult], list[IntegrityFinding]]:
+    """The checks a verification ran and its integrity findings (none when it did not run)."""
+    if reply is None:
+        return [], []
+    checks = [check_result(c) for c in reply.get("checks", [])]
+    findings = observed_findings(reply.get("observed", {}), policy, reply.get("sampled"))
+    changed = [i for i, c in enumerate(reply.get("checks", [])) if c.get("inputs_unchanged") is False]
+    findings.insert(0, runtime.inputs_unchanged(not changed, changed or None))
+    if repeat and checks and "deterministic" in reply["checks"][-1]:
+        findings.append(runtime.deterministic(bool(reply["checks"][-1]["deterministic"])))
+    return checks, findings
+
+
+def timing_findings(reply: dict[str, Any], policy: IntegrityPolicy) -> list[IntegrityFinding]:
+    """The findings of a timing's randomly checked calls and of the candidate's observations over every call."""
+    failure = reply.get("failure") or {}
+    findings = [runtime.inputs_unchanged(failure.get("inputs_unchanged") is not False, None)]
+    return findings + observed_findings(reply.get("observed", {}), policy, reply.get("sampled"))
+
+
+@dataclasses.dataclass(frozen=True)
+class BaselineVerdict:
+    """Which eager (and torch.compile) time a profile compares with, and why.
+
+    Attributes:
+        eager_ms, compile_ms: the times the speedups use.
+        fair: the conditions were quiet enough for the figures to be trusted (else the speedups are the
+            conservative ones, and the result says so).
+        retime: the cached baselines disagreed with eager timed beside the candidate by more than the noise, in
+            the direction of a cache measured under load: time them again now.
+        detail: one line for the observation and ``info``.
+    """
+
+    eager_ms: float
+    compile_ms: float | None
+    fair: bool
+    retime: bool
+    detail: str
+
+
+MIN_TOLERANCE = {True: 0.03, False: 0.10}  # cuda, cpu: below this a difference is never called a disagreement
+
+
+def spread(values: list[float]) -> float:
+    """Interquartile range over median (0 for fewer than 4 values)."""
+    if len(values) < 4:
+        return 0.0
+    q = statistics.quantiles(values, n=4)
+    middle = statistics.median(values)
+    return (q[2] - q[0]) / middle if middle > 0 else 0.0
+
+
+def judge_baselines(
+    cached_eager: float,
+    cached_compile: float | None,
+    cached_spread: float,
+    fresh_eager: list[float],
+    *,
+    cuda: bool,
+    clock_slowed: bool,
+) -> BaselineVerdict:
+    """Compares the cached eager time with eager timed beside the candidate (``fresh_eager``, each a median of a few
+    calls), with a tolerance of the noise both show (at least ``MIN_TOLERANCE``).
+
+    * fresh clearly faster: the cache was measured on a busy machine; time the baselines again (``retime``).
+    * fresh clearly slower, or the clock's own work slowed down during the timing: the machine is busy now. On cuda
+      the cached (quiet) times are used: a candidate could have slowed eager by running work of its own beside it,
+      so a slower fresh eager is never taken. On cpu the candidate was frozen while eager ran, so eager beside it
+      is what it was compared under: the fresh eager time is used, torch.compile's scaled alike. Either way the
+      profile is marked as not fair.
+    * otherwise the cached times."""
+    if not fresh_eager:
+        return BaselineVerdict(cached_eager, cached_compile, not clock_slowed, False, "eager not re-validated")
+    fresh = statistics.median(fresh_eager)
+    tolerance = max(MIN_TOLERANCE[cuda], 2.0 * (spread(fresh_eager) + cached_spread))
+    ratio = fresh / cached_eager if cached_eager > 0 else 1.0
+    said = f"eager beside the candidate {fresh:.4g} ms vs cached {cached_eager:.4g} ms"
+    if ratio < 1 - tolerance:
+        return BaselineVerdict(
+            cached_eager, cached_compile, not clock_slowed, True, f"{said}: the cache was timed on a busy machine"
+        )
+    if ratio > 1 + tolerance or clock_slowed:
+        why = "the device was busy during the timing" if clock_slowed and ratio <= 1 + tolerance else "busy now"
+        if cuda:
+            return BaselineVerdict(cached_eager, cached_compile, False, False, f"{said}: {why}; cached times used")
+        scaled = cached_compile * ratio if cached_compile is not None else None
+        return BaselineVerdict(fresh, scaled, False, False, f"{said}: {why}; eager beside the candidate used")
+    return BaselineVerdict(cached_eager, cached_compile, True, False, f"{said}: agree")

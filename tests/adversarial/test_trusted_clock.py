@@ -1,0 +1,191 @@
+"""Forgeries of the measurement itself, on the CPU backend with every static check off, so that only the trusted
+clock (harness/clock.py) and its checks stand in the way.
+
+Two kinds of fixture:
+
+* attacks that change what a timed call returns (skipping work once verification is over, caching, finishing
+  in the background after saying done, phase detection by call count): each must end at tier -1, caught by the
+  random full comparison of timed calls or by the freeze that stops the candidate before its outputs are read;
+* attacks on the candidate process's own view of time (patched ``statistics.median``, timers, the garbage
+  collector's phase signal): these cannot change a number that decides the reward any more, so the assertion is
+  that the profile reports the honest solution's time, not the forged one.
+
+GPU counterparts (work left on a side stream, early "done") are in tests/gpu/test_gpu_integrity.py.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from cudagym_testing import RELU, assert_caught, relu_solution, with_binding_forward, write_all
+
+from cudagym.baselines import tool_call
+from cudagym.envs import CudaKernelEnv
+from cudagym.evaluator import EvalConfig
+from cudagym.integrity.policy import IntegrityPolicy
+
+HEAD = "import cuda_extension\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
+CALL = "cuda_extension.relu_forward(x.contiguous())"
+
+
+def model_new(body: str, prelude: str = "") -> dict[str, str]:
+    files = relu_solution()
+    files["model_new.py"] = f"{prelude}{HEAD}{body}"
+    return files
+
+
+def binding(body: str) -> dict[str, str]:
+    return with_binding_forward(relu_solution(), body)
+
+
+# name -> (files, a status or failed check that must be named)
+CAUGHT: dict[str, tuple[dict[str, str], str | tuple[str, ...]]] = {
+    # phase detection by call count: honest for as many calls as a verification makes (3 checks and the repeat in
+    # these tests' configuration), then the last output again
+    "honest_then_stale": (
+        model_new(
+            "    def __init__(self):\n        super().__init__()\n        self.calls, self.last = 0, None\n\n"
+            "    def forward(self, x):\n        self.calls += 1\n"
+            f"        if self.calls <= 4 or self.last is None:\n            self.last = {CALL}\n"
+            "        return self.last\n"
+        ),
+        "mismatch",
+    ),
+    # phase detection in C++: no work at all after the first calls of the process (output left unwritten)
+    "skip_after_verification": (
+        binding(
+            """torch::Tensor relu_forward(torch::Tensor x) {
+  static int calls = 0;
+  auto y = torch::empty_like(x);
+  if (++calls <= 4) relu_kernel(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}"""
+        ),
+        ("mismatch", "invalid_output"),
+    ),
+    # cached by shape: the first output for a shape is returned for every later input of that shape
+    "cache_by_shape": (
+        binding(
+            """#include <map>
+#include <vector>
+static std::map<std::vector<int64_t>, torch::Tensor> cache;
+torch::Tensor relu_forward(torch::Tensor x) {
+  auto key = x.sizes().vec();
+  auto hit = cache.find(key);
+  if (hit != cache.end()) return hit->second;
+  auto y = torch::empty_like(x);
+  relu_kernel(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  cache.emplace(key, y);
+  return y;
+}"""
+        ),
+        "mismatch",
+    ),
+    # "done" before the work: a detached thread computes the output after forward returned
+    "finish_in_the_background": (
+        binding(
+            """#include <thread>
+#include <chrono>
+torch::Tensor relu_forward(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  const float* in = x.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  int64_t n = x.numel();
+  std::thread([=] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    relu_kernel(in, out, n);
+  }).detach();
+  return y;
+}"""
+        ),
+        ("mismatch", "invalid_output"),
+    ),
+    # the output is the input, overwritten in place (no allocation, no second pass over memory)
+    "in_place_into_the_input": (
+        binding(
+            """torch::Tensor relu_forward(torch::Tensor x) {
+  relu_kernel(x.data_ptr<float>(), x.data_ptr<float>(), x.numel());
+  return x;
+}"""
+        ),
+        ("inputs_unchanged", "outputs_do_not_alias_inputs", "mismatch"),
+    ),
+    # torch computes the answer behind a guard that hides it from the candidate's own operator recording: only the
+    # kernel's samples of where the threads run (taken from outside) see it
+    "aten_behind_a_dispatch_guard": (
+        binding(
+            """torch::Tensor relu_forward(torch::Tensor x) {
+  c10::impl::ExcludeDispatchKeyGuard hidden(c10::DispatchKey::Python);
+  c10::impl::ExcludeDispatchKeyGuard hidden_too(c10::DispatchKey::PythonTLSSnapshot);
+  return at::relu(x);
+}"""
+        ),
+        "cpu_time_in_own_code",
+    ),
+    # the harness's own modules, imported by name to find and patch the machinery
+    "imports_the_harness": (
+        model_new(f"    def forward(self, x):\n        return {CALL}\n", "import timing\n"),
+        "load_error",
+    ),
+    "imports_the_handshake": (
+        model_new(f"    def forward(self, x):\n        return {CALL}\n", "import handshake\n"),
+        "load_error",
+    ),
+}
+
+# name -> model_new.py prelude that tampers with the candidate process's own sense of time and phase
+FORGERIES: dict[str, str] = {
+    # the bmm attack of the issue: every median in this process divided by 1000
+    "patched_median": "import statistics\n_m = [statistics][0]\n_r = _m.median\n_m.median = lambda v: _r(v) / 1000.0\n",
+    # every timer of this process slowed down 1000 times
+    "patched_timers": (
+        "import time\n_t = [time][0]\n_p, _c = _t.perf_counter, _t.perf_counter_ns\n"
+        "_t.perf_counter = lambda: _p() / 1000.0\n_t.perf_counter_ns = lambda: _c() // 1000\n"
+    ),
+    # work only when the garbage collector is on (the old timing loop switched it off)
+    "gc_phase_signal": ("import gc\n_g = [gc][0]\n_real = _g.disable\n_g.disable = lambda: None\n"),
+}
+
+
+@pytest.fixture(scope="module")
+def env(fast_config: EvalConfig):
+    config = dataclasses.replace(fast_config, policy=IntegrityPolicy.without_static_checks())
+    environment = CudaKernelEnv(backend="cpu", eval_config=config)
+    yield environment
+    environment.close()
+
+
+@pytest.mark.parametrize("attack", list(CAUGHT))
+def test_an_attack_on_the_timed_calls_gets_minus_one_and_is_named(env: CudaKernelEnv, attack: str) -> None:
+    files, expected = CAUGHT[attack]
+    assert_caught(env, files, expected)
+
+
+@pytest.fixture(scope="module")
+def honest_ms(env: CudaKernelEnv) -> float:
+    env.reset(options={"task_id": RELU})
+    write_all(env, relu_solution())
+    obs, _, _, _, info = env.step(tool_call("profile"))
+    assert info["status"] == "ok", obs
+    return info["result"]["candidate_ms"]
+
+
+@pytest.mark.parametrize("forgery", list(FORGERIES))
+def test_tampering_with_the_candidates_own_clock_changes_no_figure(
+    env: CudaKernelEnv, honest_ms: float, forgery: str
+) -> None:
+    env.reset(options={"task_id": RELU})
+    files = model_new(f"    def forward(self, x):\n        return {CALL}\n", FORGERIES[forgery])
+    write_all(env, files)
+    obs, _, _, _, info = env.step(tool_call("profile"))
+    result = info["result"]
+    failed = {f["check"] for f in result["integrity"] if not f["passed"]}
+    if info["status"] == "integrity":  # the tripwire on replaced timers saw it: refused outright
+        assert failed == {"harness_functions_untouched"}, obs
+        return
+    assert info["status"] == "ok", obs
+    # a forged clock would report a thousandth of the time; the trusted one reports what the calls took (the
+    # bound is loose: two honest profiles on a busy 2-core machine can differ several times over)
+    assert result["candidate_ms"] > honest_ms / 20, (result["candidate_ms"], honest_ms)
+    assert result["method"].startswith("trusted clock"), result["method"]

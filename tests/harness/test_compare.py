@@ -1,0 +1,202 @@
+"""The precision bound of the trusted comparison (``cudagym/harness/compare.py``): an fp32 task's output is held to a
+float64 twin of the reference within what plain fp32 arithmetic meets (``precision_bound``).
+
+Honest fp32 variations (another summation order, fast-math transcendentals of a few ulp) pass with margin; TF32-like
+arithmetic (GEMM inputs cut to 10 mantissa bits, truncated or rounded) and bf16 arithmetic fail, unless the mode is
+"tf32", where TF32 passes. The thresholds asserted leave a factor of 2.5 or more to the measured ratios (in the
+comments).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from cudagym.harness.compare import (
+    PRECISION_FLOOR_ULPS,
+    PRECISION_MARGIN,
+    UNIT_ROUNDOFF,
+    compare_outputs,
+    compare_precision,
+    precision_bound,
+)
+
+U32 = UNIT_ROUNDOFF["fp32"]
+
+
+def _tf32_truncated(x: torch.Tensor) -> torch.Tensor:
+    """``x`` with the low 13 mantissa bits cleared: what a TF32 tensor core reads of an fp32 operand."""
+    return (x.view(torch.int32) & ~0x1FFF).view(torch.float32)
+
+
+def _tf32_rounded(x: torch.Tensor) -> torch.Tensor:
+    """``x`` rounded to the nearest TF32 value (ties away from zero, as ``cvt.rna.tf32.f32``)."""
+    return ((x.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)
+
+
+def _sequential_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    """``a @ b`` in fp32 summed one k at a time, in order (a naive kernel's order, unlike the library's blocking)."""
+    out = torch.zeros(a.shape[0], b.shape[1], dtype=torch.float32)
+    for k in range(a.shape[1]):
+        out += a[:, k : k + 1] * b[k : k + 1, :]
+    return out
+
+
+@pytest.fixture(scope="module")
+def gemm() -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Operands of a 256 x 1024 x 512 GEMM and its fp32 and float64 results."""
+    gen = torch.Generator().manual_seed(0)
+    a = torch.randn(256, 1024, generator=gen)
+    b = torch.randn(1024, 512, generator=gen) / 32
+    return a, b, a @ b, a.double() @ b.double()
+
+
+def _ratio(exp32: torch.Tensor, exp64: torch.Tensor, act: torch.Tensor, mode: str = "fp32") -> float:
+    return compare_precision(exp32, exp64, act, mode)["precision_ratio"]
+
+
+def test_the_bound_is_the_fp32_references_own_error_or_the_floor_times_the_margin() -> None:
+    exp64 = torch.tensor([1.0, -4.0, 2.0], dtype=torch.float64)
+    exact = exp64.float()
+    assert precision_bound(exact, exp64, U32) == pytest.approx(PRECISION_MARGIN * PRECISION_FLOOR_ULPS * U32 * 4.0)
+    off = exact.clone()
+    off[0] += 1e-3  # the reference itself errs: its error sets the scale
+    assert precision_bound(off, exp64, U32) == pytest.approx(PRECISION_MARGIN * float(off[0] - 1.0))
+
+
+def test_another_summation_order_passes(gemm) -> None:
+    a, b, exp32, exp64 = gemm
+    ratio = _ratio(exp32, exp64, _sequential_matmul(a, b))
+    assert ratio < 0.25  # measured 0.09
+
+
+def test_fast_math_of_a_few_ulp_passes() -> None:
+    x = torch.randn(4096, 256, generator=torch.Generator().manual_seed(1)) * 3
+    exp32, exp64 = torch.exp(-(x**2)), torch.exp(-(x.double() ** 2))
+    noise = (torch.rand(x.shape, generator=torch.Generator().manual_seed(2)) * 2 - 1) * 8 * U32  # +-4 ulp
+    assert _ratio(exp32, exp64, exp32 * (1 + noise)) < 0.25  # measured 0.03
+
+
+@pytest.mark.parametrize("cut", [_tf32_truncated, _tf32_rounded])
+def test_tf32_arithmetic_fails_the_fp32_bound_and_passes_the_tf32_one(gemm, cut) -> None:
+    a, b, exp32, exp64 = gemm
+    tf32 = cut(a) @ cut(b)
+    failed = compare_precision(exp32, exp64, tf32, "fp32")
+    assert failed["passed"] is False and failed["precision_ratio"] > 4  # measured 20 (rounded) and 51 (truncated)
+    assert "less precise than fp32 arithmetic allows" in failed["problem"]
+    assert "TF32 or bf16 arithmetic is not allowed" in failed["problem"] and "\n" not in failed["problem"]
+    assert failed["mismatched"] > 0 and failed["max_abs_error"] > 0
+    assert _ratio(exp32, exp64, tf32, "tf32") < 0.25  # measured 0.002-0.006
+
+
+def test_bf16_arithmetic_fails_the_fp32_bound(gemm) -> None:
+    a, b, exp32, exp64 = gemm
+    bf16 = (a.bfloat16() @ b.bfloat16()).float()
+    failed = compare_precision(exp32, exp64, bf16, "fp32")
+    assert failed["passed"] is False and failed["precision_ratio"] > 40  # measured 256
+
+
+def test_the_task_tolerance_alone_would_let_tf32_through(gemm) -> None:
+    a, b, exp32, _ = gemm
+    tolerance = compare_outputs(exp32, _tf32_truncated(a) @ _tf32_truncated(b), 1e-2, 1e-2, 0)["check"]
+    assert tolerance["passed"]  # what the float64 bound adds
+
+
+def test_an_exact_op_has_the_floor_and_input_rounding_fails_it() -> None:
+    x = torch.randn(1 << 16, generator=torch.Generator().manual_seed(3))
+    exp32, exp64 = torch.relu(x), torch.relu(x.double())
+    assert _ratio(exp32, exp64, exp32.clone()) == 0.0
+    assert compare_precision(exp32, exp64, torch.relu(_tf32_rounded(x)), "fp32")["passed"] is False
+
+
+def test_nonfinite_reference_elements_and_non_float_outputs_are_left_out() -> None:
+    exp64 = torch.tensor([1.0, float("inf"), 3.0], dtype=torch.float64)
+    exp32 = exp64.float()
+    act = torch.tensor([1.0, 5.0, 3.0])
+    assert _ratio(exp32, exp64, act) == 0.0
+    index = torch.tensor([1, 2])
+    fields = compare_precision((exp32, index), (exp64, index), (exp32.clone(), index), "fp32")
+    assert fields == {"precision_ratio": 0.0}
+
+
+def test_an_output_the_twin_gives_in_fp32_is_left_to_the_tolerance() -> None:
+    exp32 = torch.tensor([1.0, 2.0])
+    assert compare_precision(exp32, exp32.clone(), exp32 + 1e-3, "fp32") == {"precision_ratio": 0.0}
+
+
+def test_the_worst_element_of_a_failure_is_reported_against_the_float64_value() -> None:
+    exp64 = torch.linspace(-1, 1, 101, dtype=torch.float64)
+    exp32 = exp64.float()
+    act = exp32.clone()
+    act[37] += 1e-3
+    failed = compare_precision([exp32], [exp64], [act], "fp32")
+    assert failed["worst_index"] == [37] and failed["expected"] == pytest.approx(float(exp64[37]))
+    assert failed["mismatched"] == 1 and failed["total"] == 101 and failed["output"] == 0
+
+
+# -- what the comparison is fed: the reference process's float64 twin and its "large" inputs -----------------------
+
+TWIN_PROBE = """
+import json, os, sys
+import torch
+import cudagym.harness
+sys.path.insert(0, os.path.dirname(cudagym.harness.__file__))
+from reference import ReferenceServer
+from cudagym.tasks import load
+
+server = ReferenceServer(None)
+softmax = load("builtin").get("builtin/softmax").source_for("cpu")
+server.load(source=softmax, device="cpu", dtype="float32", weight_seed=1)
+report = {"tf32": [torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32]}
+scales = [float(server.draw_inputs(seed, "large")[0].std()) for seed in range(8)]
+report["scales"] = [min(scales), max(scales)]
+x = server._drawn(3, "large")
+_, none = server._expected(x, False)
+report["twin_before_use"] = none is None and server.model64 is None
+expected, wide = server._expected(x, True)
+close = bool(torch.allclose(wide.float(), expected, atol=1e-6))
+report["twin"] = [str(wide.dtype), close, bool(expected.isfinite().all())]
+server.load(source=softmax, device="cpu", dtype="bfloat16", weight_seed=1)
+report["bf16"] = [server._expected(server._drawn(3, "task"), True)[1] is None, server.model64_error]
+server.load(source=sys.argv[1], device="cpu", dtype="float32", weight_seed=1)
+report["unrunnable"] = [server._expected(server._drawn(3, "task"), True)[1] is None, server.model64_error[:40]]
+print(json.dumps(report))
+"""
+
+# a model whose forward only runs in float32
+FLOAT32_ONLY = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x):
+        if x.dtype != torch.float32:
+            raise TypeError("float32 only")
+        return x * 2
+
+
+def get_inputs():
+    return [torch.randn(64)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_the_reference_builds_its_float64_twin_on_first_use_only_for_fp32_and_draws_large_inputs() -> None:
+    done = subprocess.run([sys.executable, "-c", TWIN_PROBE, FLOAT32_ONLY], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout.strip().splitlines()[-1])
+    assert report["tf32"] == [False, False]  # the reference computes in plain fp32, also in cuDNN convolutions
+    low, high = report["scales"]
+    assert 90 < low and high < 1100 and high / low > 1.5  # one magnitude in 1e2-1e3 per input set
+    assert report["twin_before_use"]  # no twin while no precision check asked for it
+    assert report["twin"] == ["torch.float64", True, True]
+    assert report["bf16"] == [True, "the task computes in torch.bfloat16, not float32"]
+    assert report["unrunnable"][0] and report["unrunnable"][1].startswith("TypeError: float32 only")
