@@ -25,9 +25,14 @@ def solution_files(folder: Path) -> dict[str, str]:
 
 
 def constants(path: Path, names: set[str]) -> dict[str, object]:
-    """Module-level constants of a test module, evaluated without importing it (no GPU probing)."""
+    """Module-level constants and functions of a test module, evaluated without importing it (no GPU probing)."""
     tree = ast.parse(path.read_text())
-    wanted = [n for n in tree.body if isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) in names]
+    wanted = [
+        n
+        for n in tree.body
+        if (isinstance(n, ast.Assign) and getattr(n.targets[0], "id", None) in names)
+        or (isinstance(n, ast.FunctionDef) and n.name in names)
+    ]
     namespace: dict[str, object] = {}
     exec(compile(ast.Module(body=wanted, type_ignores=[]), str(path), "exec"), namespace)
     return namespace
@@ -56,8 +61,10 @@ def test_builtin_solutions_pass_every_static_check(folder: Path) -> None:
 def test_solutions_of_other_tests_pass() -> None:
     """The ReLU solution the CPU tests use, and the GPU tests' single-file, side-stream and fault kernels (faults
     must reach the run time: they test containment, not rules)."""
-    gpu = constants(TESTS / "gpu" / "test_cuda_backend.py", {"LAUNCHER", "KERNELS", "SIDE_STREAM", "LOAD_INLINE"})
-    cases = [relu_solution(), {"model_new.py": gpu["LOAD_INLINE"]}, {"kernels/relu.cu": gpu["SIDE_STREAM"]}]
+    gpu = constants(TESTS / "gpu" / "test_cuda_backend.py", {"LAUNCHER", "KERNELS", "side_stream", "LOAD_INLINE"})
+    side_stream = gpu["side_stream"]
+    cases = [relu_solution(), {"model_new.py": gpu["LOAD_INLINE"]}]
+    cases += [{"kernels/relu.cu": side_stream(joined)} for joined in (True, False)]  # type: ignore[operator]
     cases += [{"kernels/relu.cu": text} for text in gpu.get("KERNELS", {}).values()]  # type: ignore[union-attr]
     for files in cases:
         assert check_files(files, known_files=FIXED_FILES) == [], files  # type: ignore[arg-type]
