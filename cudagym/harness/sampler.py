@@ -11,10 +11,14 @@ mapped where the pointer was, read from the candidate's ``/proc/<pid>/maps``:
   Python bindings: glue any solution runs through;
 * **own**: everything else, chiefly the candidate's extension.
 
-Samples in ``libtorch_cpu`` that fall in functions that move data (copies, fills, allocation) count as runtime: a
-binding may allocate its output and make its input contiguous. Telling those apart needs the library's symbols
-(``nm``, a few seconds once per library, cached under the cache folder); they are read only when the library's
-share would otherwise fail the check.
+Samples in ``libtorch_cpu`` that fall in functions that move data (copies, fills, allocation) or in the framework's
+per-call glue (the dispatcher, operator wrappers, tensor metadata, TensorIterator's set-up: ``glue``) count as
+runtime: a binding may allocate its output and make its input contiguous, and every call into torch passes through
+that glue however little it computes. Torch's computation itself runs in kernels the glue reaches through function
+pointers (vectorised loops, reductions, BLAS and oneDNN routines), so it is sampled there and stays *library*; a
+thunk that forwards to a callable (``c10::function_ref``, ``std::function``) is judged by what it forwards to. Telling
+these apart needs the library's symbols (``nm``, a few seconds once per library, cached under the cache folder); they
+are read only when the library's share would otherwise fail the check.
 
 The sampling happens while the candidate runs its calls (it is frozen otherwise), so the samples are of its calls.
 Where ``perf_event_open`` is not permitted the sampler says so and observes nothing. Imports only the standard
@@ -56,6 +60,51 @@ DATA_MOVEMENT = re.compile(
     r"|expand|cat_|index_put|narrow|slice|select",
     re.IGNORECASE,
 )
+# Functions of libtorch_cpu that are per-call framework glue: the qualified name (template arguments and parameters
+# taken off, see ``function_name``) starts with one of these
+GLUE = re.compile(
+    r"^(at::_ops::|at::TensorBase::|at::Tensor::|at::detail::|at::meta::|at::impl::|at::TensorIterator"
+    r"|at::MetaBase::|at::Context::|at::globalContext|at::RecordFunction|at::ThreadLocalState|at::NoNamesGuard"
+    r"|at::namedinference::|at::infer_size|at::native::resize|at::native::empty|at::(\{anon\}::)+wrapper_"
+    r"|at::(compositeexplicitautograd|compositeimplicitautograd|cpu)::|c10::|torch::(jit|autograd|impl)::|std::)"
+)
+# Thunks that forward to a callable named in their template arguments: not glue by their own name
+THUNK = re.compile(r"(^c10::function_ref::|^std::_Function_handler::|^std::function::|_omp_fn)")
+# what a glue thunk forwards to: the boxed calling convention of operators
+BOXED = re.compile(r"torch::jit::|createOperatorFromC10|c10::impl::(make_boxed|BoxedKernelWrapper|wrap_kernel)")
+COMPUTE_HINT = re.compile(r"Loop|loop|kernel|AVX|SVE|vec::|VSX|ZVECTOR|DEFAULT::|reduce|gemm|dnnl", re.IGNORECASE)
+
+
+def function_name(demangled: str) -> tuple[str, str]:
+    """The qualified name of a demangled C++ function without its return type, template arguments and parameters
+    (``(anonymous namespace)`` written ``{anon}``), and the text of its template arguments."""
+    text = demangled.replace("(anonymous namespace)", "{anon}")
+    name, arguments, depth = [], [], 0
+    for char in text:
+        if depth == 0 and char == "(":
+            break
+        if char == "<":
+            depth += 1
+            if depth == 1:
+                continue
+        elif char == ">" and depth:
+            depth -= 1
+            if depth == 0:
+                continue
+        (arguments if depth else name).append(char)
+    qualified = "".join(name).strip()
+    if " " in qualified:  # a template function's return type comes first
+        qualified = qualified.rsplit(" ", 1)[1]
+    return qualified, "".join(arguments)
+
+
+def is_glue(demangled: str) -> bool:
+    """Whether a libtorch_cpu function is per-call framework glue rather than computation (see the module
+    docstring); unknown names are computation."""
+    qualified, arguments = function_name(demangled)
+    if THUNK.search(qualified):
+        return bool(BOXED.search(arguments)) and not COMPUTE_HINT.search(arguments)
+    return bool(GLUE.search(qualified))
 
 
 class _Attr(ctypes.Structure):
@@ -285,7 +334,7 @@ class Sampler:
                     name = self.symbols.name(path, address)
                 except (OSError, subprocess.SubprocessError):
                     name = ""
-                if DATA_MOVEMENT.search(name):
+                if DATA_MOVEMENT.search(name) or (name and is_glue(name)):
                     moving += 1
                 elif BLAS.search(name):
                     blas += 1

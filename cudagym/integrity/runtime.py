@@ -12,6 +12,7 @@ read and compared by the reference process (``harness/clock.py``); the README sa
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -173,13 +174,26 @@ def _allowed_library(kernel: dict[str, Any], policy: IntegrityPolicy) -> bool:
 
 
 MIN_SAMPLES = 20  # cpu: samples of own and library code below which the sampled share decides nothing
+# cpu: the sampled share is a sample: it fails only when even the lower end of its one-sided 99% (Wilson) interval
+# lies above ``MAX_LIBRARY_SHARE``, so a few stray samples on a call that computes little decide nothing
+SHARE_CONFIDENCE_Z = 2.326
+
+
+def share_lower_bound(hits: int, total: int, z: float = SHARE_CONFIDENCE_Z) -> float:
+    """The lower end of the Wilson score interval of the share ``hits / total`` (0 for no samples)."""
+    if total <= 0:
+        return 0.0
+    p = hits / total
+    centre = p + z * z / (2 * total)
+    margin = z * math.sqrt(p * (1 - p) / total + z * z / (4 * total * total))
+    return max(0.0, (centre - margin) / (1 + z * z / total))
 
 
 def sampled_own_code(sampled: dict[str, Any] | None, policy: IntegrityPolicy) -> IntegrityFinding:
     """Catalogue #1 on the cpu backend, observed from outside the candidate: of the samples the kernel took of its
     threads during its calls in its own code or in torch's compute libraries, at most ``MAX_LIBRARY_SHARE`` may
     fall in the libraries' compute (copies and allocation excluded; GEMM/convolution routines where the policy
-    allows cuBLAS/cuDNN, whose CPU counterparts are BLAS and oneDNN)."""
+    allows cuBLAS/cuDNN, whose CPU counterparts are BLAS and oneDNN), judged with ``share_lower_bound``."""
     check = "cpu_time_in_own_code"
     if not sampled or not sampled.get("observed"):
         why = (sampled or {}).get("why", "not sampled")
@@ -189,7 +203,8 @@ def sampled_own_code(sampled: dict[str, Any] | None, policy: IntegrityPolicy) ->
         compute -= int(sampled.get("library_blas", 0))
     judged = int(sampled.get("own", 0)) + compute
     share = compute / judged if judged else 0.0
-    if policy.allow_torch_compute or judged < MIN_SAMPLES or share <= MAX_LIBRARY_SHARE:
+    clear = share_lower_bound(compute, judged) <= MAX_LIBRARY_SHARE
+    if policy.allow_torch_compute or judged < MIN_SAMPLES or clear:
         return IntegrityFinding(check, True, f"{share:.0%} of {judged} samples in torch's compute libraries")
     return IntegrityFinding(
         check,

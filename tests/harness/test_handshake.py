@@ -9,7 +9,7 @@ import pytest
 
 from cudagym.harness import handshake
 from cudagym.harness.handshake import DESCRIBED, ControlBlock
-from cudagym.harness.sampler import category
+from cudagym.harness.sampler import category, function_name, is_glue
 
 
 def test_a_description_goes_across_and_marks_its_handshake(tmp_path: Path) -> None:
@@ -50,3 +50,45 @@ def test_a_garbled_or_oversized_description_reads_as_an_error(tmp_path: Path) ->
 )
 def test_sampled_code_is_attributed_by_the_file_that_maps_it(path: str, kind: str) -> None:
     assert category(path) == kind
+
+
+# demangled names as nm -C prints them for libtorch_cpu
+LOOP = (
+    "void c10::function_ref<void (char**, long const*, long, long)>::callback_fn<at::native::AVX2::VectorizedLoop2d<"
+    "at::native::(anonymous namespace)::clamp_min_scalar_kernel_impl(at::TensorIteratorBase&, c10::Scalar const&)::"
+    "{lambda()#1}::operator()() const::{lambda(float)#1}> >(long, char**, long const*, long, long)"
+)
+BOXED_CALL = (
+    "std::_Function_handler<void (std::vector<c10::IValue, std::allocator<c10::IValue> >&), torch::jit::(anonymous "
+    "namespace)::createOperatorFromC10(c10::OperatorHandle const&)::{lambda(std::vector<c10::IValue, std::allocator"
+    "<c10::IValue> >&)#1}>::_M_invoke(std::_Any_data const&, std::vector<c10::IValue, std::allocator<c10::IValue> >&)"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "glue"),
+    [
+        # the per-call path every binding takes into torch: dispatcher, wrappers, tensor metadata, boxing
+        ("at::_ops::empty_like::call(at::Tensor const&, std::optional<c10::ScalarType>)", True),
+        ("float* at::TensorBase::data_ptr<float>() const", True),
+        ("at::detail::computeStorageNbytes(c10::ArrayRef<long>, c10::ArrayRef<long>, unsigned long)", True),
+        ("at::(anonymous namespace)::(anonymous namespace)::wrapper_CPU_clamp_min(at::Tensor const&)", True),
+        ("at::impl::PythonTorchFunctionTLS::exchange_skip_next(bool)", True),
+        (BOXED_CALL, True),
+        # where torch computes: vectorised loops (reached through a thunk), kernels, ops' own bodies
+        (LOOP, False),
+        ("void at::native::AVX2::vectorized_loop<float>(char**, long)", False),
+        ("at::native::(anonymous namespace)::cpu_serial_kernel<X>(int)", False),
+        ("at::native::relu(at::Tensor const&)", False),
+        ("at::native::structured_clamp_min_out::impl(at::Tensor const&, c10::Scalar const&, at::Tensor const&)", False),
+        ("some_unknown_symbol", False),
+    ],
+)
+def test_torch_glue_is_told_from_torch_computing(name: str, glue: bool) -> None:
+    assert is_glue(name) == glue
+
+
+def test_a_function_name_loses_its_return_type_template_arguments_and_parameters() -> None:
+    assert function_name("float* at::TensorBase::data_ptr<float>() const") == ("at::TensorBase::data_ptr", "float")
+    assert function_name(LOOP)[0] == "c10::function_ref::callback_fn"
+    assert "VectorizedLoop2d" in function_name(LOOP)[1]

@@ -91,3 +91,14 @@ def test_the_sampled_share_of_torch_compute_fails_above_the_limit_and_blas_only_
     assert runtime.sampled_own_code({**aten, "own": 1, "library_compute": 5}, DEFAULT).passed  # too few samples
     unseen = runtime.sampled_own_code({"observed": False, "why": "perf_event_open: Permission denied"}, DEFAULT)
     assert unseen.passed and "Permission denied" in unseen.detail
+
+
+def test_a_share_just_above_the_limit_on_few_samples_decides_nothing_but_a_clear_one_fails() -> None:
+    # a small honest call: three stray samples of torch's glue among 27 is noise, not torch computing the answer
+    noisy = {"observed": True, "own": 24, "library": 3, "runtime": 800, "library_compute": 3, "library_blas": 0}
+    assert runtime.sampled_own_code(noisy, DEFAULT).passed
+    # an offload of a third of the work, seen over many samples, is caught
+    offload = {**noisy, "own": 200, "library_compute": 100}
+    assert not runtime.sampled_own_code(offload, DEFAULT).passed
+    assert runtime.share_lower_bound(3, 27) < runtime.MAX_LIBRARY_SHARE < runtime.share_lower_bound(100, 300)
+    assert runtime.share_lower_bound(0, 0) == 0.0
