@@ -64,6 +64,8 @@ HARNESS_MODULES = (
     "gpulib",
     "handshake",
     "freezer",
+    "cputime",
+    "sampler",
     "clock",
     "stages",
     "candidate",

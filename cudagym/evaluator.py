@@ -735,7 +735,8 @@ class LocalEvaluator:
             calls_per_handshake=int((timed or {}).get("calls_per_handshake", 0)),
             checked_calls=int((timed or {}).get("checked_calls", 0)),
             clock={
-                k: (timed or {}).get(k) for k in ("calibration", "phases_us", "handshakes", "clock_slowed", "times_ms")
+                k: (timed or {}).get(k)
+                for k in ("calibration", "phases_us", "handshakes", "clock_slowed", "times_ms", "run_time_us")
             },
             ncu=ncu_text,
             stderr=stderr,

@@ -280,12 +280,17 @@ def test_a_lost_service_gives_harness_errors_not_exceptions(cache_dir: Path, con
 # -- device slots -----------------------------------------------------------------------------------
 
 _HOLD = """
-import json, sys, time
+import json, os, sys, time
 from cudagym.backends import resolve_backend
 from cudagym.gpu_lock import timing_slot
-with timing_slot(resolve_backend("cpu"), sys.argv[1], enabled=True) as slot:
-    time.sleep(0.3)
-print(json.dumps({"waited": slot.waited_s, "start": slot.acquired_at, "end": slot.released_at}))
+folder = sys.argv[1]
+open(os.path.join(folder, f"ready-{os.getpid()}"), "w").close()
+while not os.path.exists(os.path.join(folder, "go")):  # both ask for the slot at once, however loaded the host
+    time.sleep(0.001)
+asked = time.time()
+with timing_slot(resolve_backend("cpu"), folder, enabled=True) as slot:
+    time.sleep(1.0)
+print(json.dumps({"asked": asked, "waited": slot.waited_s, "start": slot.acquired_at, "end": slot.released_at}))
 """
 
 
@@ -294,9 +299,14 @@ def test_timing_slot_serialises_processes(tmp_path: Path) -> None:
         subprocess.Popen([sys.executable, "-c", _HOLD, str(tmp_path)], stdout=subprocess.PIPE, text=True)
         for _ in range(2)
     ]
+    deadline = time.monotonic() + 60
+    while len(list(tmp_path.glob("ready-*"))) < 2 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
     first, second = sorted((json.loads(p.communicate(timeout=60)[0]) for p in procs), key=lambda s: s["start"])
-    assert second["start"] >= first["end"]
-    assert second["waited"] > 0.1  # started together, so the second one waited for the first
+    assert second["asked"] < first["end"], "the two never asked for the slot at once"
+    assert second["start"] >= first["end"]  # what the lock guarantees: one holder at a time
+    assert second["waited"] > 0  # and the second one waited for it
 
 
 def test_shared_slots_overlap_each_other_but_not_a_timing(tmp_path: Path) -> None:

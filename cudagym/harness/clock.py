@@ -14,7 +14,9 @@ the clock. Everything the candidate does for a handshake lies inside the interva
   sealed output is incomplete.
 * **cpu**. The candidate is frozen (``freezer.py``) except during its handshakes: the inputs are written while it is
   frozen, the clock thaws it and starts timing, and stops timing once it said done and is frozen again. Its outputs
-  are then read from its memory.
+  are then read from its memory. What the handshake is charged is the run time the kernel accounted to the
+  candidate's threads meanwhile (``cputime.py``), read while it is frozen, so that the moments it waited for a core
+  on a busy host, and the clock's own wake-ups, are not charged; where the kernel does not account it, the interval.
 
 What a handshake costs by itself (two GPU context switches, the clock's waits, copies and seal) is *calibrated*
 with the candidate process before the agent's code is loaded into it: the same handshakes answered with outputs
@@ -37,7 +39,9 @@ import time
 from pathlib import Path
 from typing import Any
 
+import cputime
 from compare import check_reply, compare_outputs, compare_precision, flatten, same_values
+from cputime import Spent, TreeTimes
 from freezer import Freezer, read_memory, write_memory
 from gpulib import CudaDriver, GpuLib, device_view
 from handshake import (
@@ -57,6 +61,7 @@ from handshake import (
     cpu_input_file,
     dtype_name,
     dtype_of,
+    futex_wake,
     map_file_tensor,
     span_bytes,
 )
@@ -102,6 +107,7 @@ class Handshake:
     description: dict[str, Any]
     key: int = 0
     outputs: list[list[Any]] = dataclasses.field(default_factory=list)  # per call: tensors, or a problem string
+    cpu: Spent | None = None  # cpu: the run time the kernel accounted to the candidate's threads (``cputime.py``)
 
     @property
     def error(self) -> dict[str, Any] | None:
@@ -191,8 +197,14 @@ class Clock:
         else:
             self.wake = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self.wake.bind(os.path.join(exchange, WAKE_SOCKET))
-        # cpu: where the candidate's threads run during its calls, sampled by the kernel (``sampler.py``)
+        # cpu: where the candidate's threads run during its calls, sampled by the kernel (``sampler.py``), and how long
+        # they ran (``cputime.py``: the run time the handshake is charged, where the kernel accounts it)
         self.sampler = Sampler(Path(symbols_dir or exchange) / "symbols") if not self.cuda else None
+        self.times = TreeTimes() if not self.cuda else None
+        if self.times is not None and not self.times.available(root_pid):
+            self.times.close()
+            self.times = None
+        self.threads = torch.get_num_threads()  # P: the candidate's job configures the same number
         self.calibration = Calibration()
         self._pids: dict[int, int] = {}
 
@@ -320,9 +332,11 @@ class Clock:
         serving = self.words[STATE] == SERVING and self.sampler is not None
         if serving:
             self.sampler.watch(self.freezer.frozen)  # type: ignore[union-attr]
+        before = self.times.snapshot(self.freezer.frozen) if self.times is not None else None
         self.words[GO] = number
         start = time.perf_counter_ns()
         self.freezer.thaw()
+        self._wake_candidate()
         thawed = time.perf_counter_ns()
         self.wake.setblocking(True)
         while self.words[DONE] != number:
@@ -338,6 +352,9 @@ class Clock:
         seen = time.perf_counter_ns()
         self.freezer.freeze()
         end = time.perf_counter_ns()
+        ran = None
+        if before is not None and self.times is not None:
+            ran = cputime.spent(before, self.times.snapshot(self.freezer.frozen), self.threads)
         if serving:
             self.sampler.drain()  # type: ignore[union-attr]
         total = (end - start) / 1e3
@@ -345,7 +362,8 @@ class Clock:
         description = self.block.read_description()
         if int(self.words[DESCRIBED]) != number or description.get("n") != number:
             description = {"error": {"type": "MissingDescription", "message": "no description of this handshake"}}
-        return Handshake(number, sets, total, phases, description, outputs=self._read_cpu(description, len(sets)))
+        outputs = self._read_cpu(description, len(sets))
+        return Handshake(number, sets, total, phases, description, outputs=outputs, cpu=ran)
 
     def _await(self, word: int, number: int, deadline: float) -> dict[str, Any]:
         """Spins until the candidate wrote ``number`` into ``word``; for ``DESCRIBED``, returns the description."""
@@ -587,7 +605,7 @@ class Clock:
             sets = list(range(calls))
             skip = CALIBRATION_WARMUP[self.cuda]
             records = [self.handshake(sets, deadline) for _ in range(skip + CALIBRATION_HANDSHAKES[self.cuda])][skip:]
-            totals = sorted(r.total_us for r in records)
+            totals = sorted(self.measured_us(r) for r in records)
             self.calibration.total_us[calls] = statistics.median(totals)
             columns = [sorted(r.phases_us[i] for r in records) for i in range(len(records[0].phases_us))]
             self.calibration.phases_us[calls] = [statistics.median(c) for c in columns]
@@ -597,13 +615,36 @@ class Clock:
         self.words[STATE] = SERVING
         if not self.cuda:
             self.freezer.thaw()
+            self._wake_candidate()
         return self.calibration
+
+    def _wake_candidate(self) -> None:
+        """cpu: wakes the candidate where it sleeps waiting for the next go or a change of ``STATE``."""
+        futex_wake(self.block.host_address + 8 * GO)
 
     def _calibrated(self, calls: int) -> tuple[float, list[float]]:
         """The calibration of a handshake of ``calls`` calls (one of ``call_counts``)."""
         if calls not in self.calibration.total_us:
             raise ValueError(f"no calibration for {calls} calls per handshake")
         return self.calibration.total_us[calls], self.calibration.phases_us[calls]
+
+    def measured_us(self, record: Handshake) -> float:
+        """What the clock charges a whole handshake before the calibrated cost is taken off: on cpu the run time the
+        kernel accounted to the candidate (``cputime.Spent.charged_us``) where it is read and no process of its tree
+        appeared or ended meanwhile, else the interval."""
+        if not self.cuda and record.cpu is not None and not record.cpu.tree_changed:
+            return record.cpu.charged_us
+        return record.total_us
+
+    @property
+    def cpu_method(self) -> str:
+        """cpu: how a handshake is measured, in words."""
+        if self.times is not None:
+            return (
+                "run time the kernel accounted to the candidate's threads while it was thawed (the busiest thread's, "
+                f"or all threads' over {self.threads}, whichever is more)"
+            )
+        return "perf_counter in the reference process while the candidate ran (frozen otherwise)"
 
     def per_call_us(self, record: Handshake) -> float:
         """The candidate's time per call in ``record``, never below the clock's resolution (``resolution_us``): the
@@ -617,7 +658,7 @@ class Clock:
             beside = sum(max(0.0, record.phases_us[i] - phases[i] - noise[i]) for i in TRUSTED_PHASES)
             spent = record.phases_us[CANDIDATE_PHASE] - phases[CANDIDATE_PHASE] + beside
         else:
-            spent = record.total_us - total
+            spent = self.measured_us(record) - total
         return max(spent / calls, self.calibration.resolution_us(calls))
 
     def clock_slowed(self, record: Handshake, tolerance: float = 0.25, slack_us: float = 20.0) -> bool:
@@ -641,6 +682,7 @@ class Clock:
         self.words[STATE] = ENDED
         if not self.cuda:
             self.freezer.thaw()
+            self._wake_candidate()
 
     def close(self) -> None:
         """Releases every mapping, buffer and file of this stage."""
@@ -652,6 +694,8 @@ class Clock:
             self.wake.close()
         if self.sampler is not None:
             self.sampler.close()
+        if self.times is not None:
+            self.times.close()
         if self.gpu is not None:
             self.torch.cuda.synchronize(self.device)
             self.gpu.unregister_host(self.block.host_address)

@@ -29,6 +29,7 @@ import json
 import mmap
 import os
 import socket
+import time
 from typing import Any
 
 CONTROL_BYTES = 1 << 17
@@ -93,6 +94,44 @@ class ControlBlock:
             self.map.close()
         except (BufferError, ValueError, AttributeError):
             pass  # a ctypes view still alive keeps the mapping: it goes with the process
+
+
+_FUTEX = {"x86_64": 202, "aarch64": 98}.get(os.uname().machine)
+FUTEX_WAIT, FUTEX_WAKE = 0, 1  # shared (not FUTEX_PRIVATE): the word lives in a mapping two processes share
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = [("seconds", ctypes.c_long), ("nanoseconds", ctypes.c_long)]
+
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def futex_wait(address: int, expected: int, timeout_s: float) -> None:
+    """cpu: sleeps until the 32-bit word at ``address`` is woken (``futex_wake``), no longer holds ``expected``, or
+    ``timeout_s`` passed; a thread asleep here spends no processor time (falls back to a short sleep where futexes
+    cannot be reached)."""
+    if _FUTEX is None:
+        time.sleep(min(timeout_s, 0.0002))
+        return
+    timeout = _Timespec(int(timeout_s), int((timeout_s % 1) * 1e9))
+    _libc.syscall(
+        ctypes.c_long(_FUTEX),
+        ctypes.c_void_p(address),
+        ctypes.c_int(FUTEX_WAIT),
+        ctypes.c_uint32(expected & 0xFFFFFFFF),
+        ctypes.byref(timeout),
+        None,
+        ctypes.c_uint32(0),
+    )
+
+
+def futex_wake(address: int) -> None:
+    """cpu: wakes every thread asleep in ``futex_wait`` on the word at ``address``."""
+    if _FUTEX is not None:
+        _libc.syscall(
+            ctypes.c_long(_FUTEX), ctypes.c_void_p(address), ctypes.c_int(FUTEX_WAKE), ctypes.c_int(1 << 30), None, None
+        )
 
 
 def wake(path: str) -> None:

@@ -117,6 +117,7 @@ class Timing:
         self.error: dict[str, Any] | None = None
         self.eager_ms: list[float] = []
         self.phases: list[list[float]] = []  # of the timed handshakes, per phase (microseconds)
+        self.ran: list[tuple[float, float, int]] = []  # cpu: timed handshakes' (busiest thread, all threads) us, faults
         self.slowed = 0
         self.handshakes = 0
 
@@ -141,6 +142,8 @@ class Timing:
                     return None
         self.slowed += clock.clock_slowed(record)
         self.phases.append(record.phases_us)
+        if record.cpu is not None:
+            self.ran.append((record.cpu.busiest_us, record.cpu.total_us, record.cpu.faults))
         clock.poison(record)
         return [clock.per_call_us(record) / 1e3] * 1
 
@@ -226,6 +229,13 @@ class Timing:
             else [],
             "observed": self.observed.as_dict(),
             "sampled": self.clock.sampled(),
+            "run_time_us": {
+                "busiest_thread": statistics.median(r[0] for r in self.ran),
+                "all_threads": statistics.median(r[1] for r in self.ran),
+                "page_faults": statistics.median(r[2] for r in self.ran),
+            }
+            if self.ran
+            else None,
         }
 
     def _method(self, calls: int) -> str:
@@ -233,7 +243,7 @@ class Timing:
             "cuda events on the reference's own stream around inputs written, L2 flushed, GPU held, the candidate's "
             "calls and their outputs sealed"
             if self.clock.cuda
-            else "perf_counter in the reference process while the candidate ran (frozen otherwise)"
+            else self.clock.cpu_method
         )
         resolution = self.clock.calibration.resolution_us(calls) if calls else 0.0
         return (

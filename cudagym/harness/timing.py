@@ -21,8 +21,9 @@ from typing import Any
 # the way a repetition is measured, revised when it changes: baselines cached under another revision are not reused
 # (2: the GPU hold before the start event and the host's return latency taken off; 3: probed after a GPU wait;
 # 4: the host polls the call's stream before the device synchronisation; 5: as 2, since 3 and 4 spread wider on
-# the H200, docs/benchmarks.md)
-METHOD_REVISION = 5
+# the H200, docs/benchmarks.md; 6: on cpu, the calling thread's run time instead of the wall time, as the trusted
+# clock charges a cpu candidate its threads' run time: waits for a core on a busy host count for neither)
+METHOD_REVISION = 6
 
 
 @dataclasses.dataclass(frozen=True)
@@ -226,9 +227,9 @@ def _time_callable(
         if repetition is not None:
             torch.cuda.synchronize(device)
             return repetition(fn)
-        t0 = time.perf_counter()
+        t0 = time.thread_time_ns()  # run time, not wall time: see METHOD_REVISION 6 and cputime.py
         fn()
-        return (time.perf_counter() - t0) * 1e3, 0.0, 0.0
+        return (time.thread_time_ns() - t0) / 1e6, 0.0, 0.0
 
     warm_up(lambda: measure()[0] / 1e3, config, until_settled=is_cuda)
 
@@ -244,7 +245,7 @@ def _time_callable(
         if len(times) >= config.min_reps and time.perf_counter() - start_all >= config.budget_seconds:
             break
     if not is_cuda:
-        return summarize(times, f"perf_counter per call, median of {len(times)}")
+        return summarize(times, f"the calling thread's run time per call, median of {len(times)}")
     held = f"GPU held {config.hold_us:g} us before the start, " if repetition and repetition.hold else ""
     method = f"cuda events, {held}full device sync before the end less the host's return latency, L2 flushed"
     return summarize(times, f"{method}, median of {len(times)}", own, latency)

@@ -171,6 +171,70 @@ def honest_ms(env: CudaKernelEnv) -> float:
     return info["result"]["candidate_ms"]
 
 
+# the work split over eight threads while the thread that answers waits: each thread runs an eighth, so a clock that
+# charged the busiest thread alone would read a quarter of what two cores take; the floor (all threads' run time over
+# the two threads a candidate may use, harness/cputime.py) charges it as two cores in perfect parallel
+SPREAD_OVER_THREADS = """#include <algorithm>
+#include <thread>
+#include <vector>
+torch::Tensor relu_forward(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  const float* in = x.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  int64_t n = x.numel(), parts = 8, step = (n + parts - 1) / parts;
+  std::vector<std::thread> pool;
+  for (int64_t p = 0; p < parts; ++p) {
+    int64_t lo = p * step, hi = std::min(n, lo + step);
+    if (lo < hi) pool.emplace_back([=] { for (int64_t i = lo; i < hi; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f; });
+  }
+  for (auto& t : pool) t.join();
+  return y;
+}"""
+
+
+def test_work_spread_over_more_threads_than_allowed_is_charged_as_the_allowed_ones(
+    env: CudaKernelEnv, honest_ms: float
+) -> None:
+    env.reset(options={"task_id": RELU})
+    write_all(env, binding(SPREAD_OVER_THREADS))
+    obs, _, _, _, info = env.step(tool_call("profile"))
+    assert info["status"] == "ok", obs
+    assert info["result"]["candidate_ms"] > honest_ms / 2, (info["result"]["candidate_ms"], honest_ms)
+
+
+# the work done in a child process that ends before the candidate is frozen again: its run time is in no clock left
+# to read, so the handshake is charged its interval (harness/cputime.py); thirty passes make the work dwarf the copy
+IN_A_PROCESS_THAT_ENDS = """#include <cstring>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+torch::Tensor relu_forward(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  int64_t n = x.numel();
+  size_t bytes = n * sizeof(float);
+  auto* shared = static_cast<float*>(mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  const float* in = x.data_ptr<float>();
+  pid_t child = fork();
+  if (child == 0) {
+    for (int pass = 0; pass < 30; ++pass)
+      for (int64_t i = 0; i < n; ++i) shared[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    _exit(0);
+  }
+  waitpid(child, nullptr, 0);
+  std::memcpy(y.data_ptr<float>(), shared, bytes);
+  munmap(shared, bytes);
+  return y;
+}"""
+
+
+def test_work_in_a_process_that_ends_within_the_call_is_charged(env: CudaKernelEnv, honest_ms: float) -> None:
+    env.reset(options={"task_id": RELU})
+    write_all(env, binding(IN_A_PROCESS_THAT_ENDS))
+    obs, _, _, _, info = env.step(tool_call("profile"))
+    assert info["status"] == "ok", obs
+    assert info["result"]["candidate_ms"] > 10 * honest_ms, (info["result"]["candidate_ms"], honest_ms)
+
+
 @pytest.mark.parametrize("forgery", list(FORGERIES))
 def test_tampering_with_the_candidates_own_clock_changes_no_figure(
     env: CudaKernelEnv, honest_ms: float, forgery: str

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from cudagym.harness import handshake
-from cudagym.harness.handshake import DESCRIBED, ControlBlock
+from cudagym.harness.handshake import DESCRIBED, GO, ControlBlock, futex_wait, futex_wake
 from cudagym.harness.sampler import category, function_name, is_glue
 
 
@@ -92,3 +92,31 @@ def test_a_function_name_loses_its_return_type_template_arguments_and_parameters
     assert function_name("float* at::TensorBase::data_ptr<float>() const") == ("at::TensorBase::data_ptr", "float")
     assert function_name(LOOP)[0] == "c10::function_ref::callback_fn"
     assert "VectorizedLoop2d" in function_name(LOOP)[1]
+
+
+def test_a_cpu_candidate_sleeps_on_the_go_word_until_woken_or_it_changes(tmp_path: Path) -> None:
+    import threading
+    import time
+
+    block = ControlBlock(str(tmp_path / "control"), create=True)
+    address = block.host_address + 8 * GO
+    start = time.monotonic()
+    futex_wait(address, 1, 5.0)  # the word holds 0, not 1: returns at once
+    assert time.monotonic() - start < 1.0
+    start = time.monotonic()
+    futex_wait(address, 0, 0.05)  # nothing wakes it: the timeout does
+    assert 0.04 <= time.monotonic() - start < 1.0
+    woken = threading.Event()
+
+    def sleeper() -> None:
+        futex_wait(address, 0, 10.0)
+        woken.set()
+
+    thread = threading.Thread(target=sleeper)
+    thread.start()
+    time.sleep(0.1)
+    block.words[GO] = 7
+    futex_wake(address)
+    assert woken.wait(2.0)
+    thread.join()
+    block.close()

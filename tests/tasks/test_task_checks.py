@@ -5,10 +5,14 @@ from __future__ import annotations
 import pytest
 
 from cudagym.backends import resolve_backend
+from cudagym.evaluator import EvalConfig
+from cudagym.harness.timing import TimingConfig
 from cudagym.tasks import load
 from cudagym.tasks.checks import TaskCheck, check_tasks, format_report
 
 SMALL = {"batch_size": 16, "dim": 4096}
+# the checks' verdicts do not depend on how long eager is timed: a few repetitions give its figure
+QUICK = EvalConfig(timing=TimingConfig(warmup=1, warmup_seconds=0.0, min_reps=3, max_reps=3, budget_seconds=0.0))
 
 
 @pytest.fixture(scope="module")
@@ -16,7 +20,7 @@ def kernelbench_checks(kernelbench_dir) -> dict[str, TaskCheck]:
     ids = ["kernelbench/level1/19_ReLU", "kernelbench/level1/23_Softmax", "kernelbench/level1/21_Sigmoid",
            "kernelbench/level1/32_HardTanh"]  # fmt: skip
     tasks = load("kernelbench", path=str(kernelbench_dir), ids=ids)
-    results = check_tasks(tasks, resolve_backend("cpu"), runs=2, overrides=SMALL)
+    results = check_tasks(tasks, resolve_backend("cpu"), runs=2, overrides=SMALL, config=QUICK)
     return {r.task_id: r for r in results}
 
 
@@ -38,7 +42,7 @@ def test_report_table(kernelbench_checks: dict[str, TaskCheck]) -> None:
 
 
 def test_no_builtin_task_is_flagged() -> None:
-    results = check_tasks(load("builtin"), resolve_backend("cpu"), runs=2)
+    results = check_tasks(load("builtin"), resolve_backend("cpu"), runs=2, config=QUICK)
     flagged = [f"{r.task_id}: {r.verdict} {r.error}" for r in results if r.flagged]
     assert not flagged, "\n".join(flagged)
 
