@@ -18,7 +18,8 @@ afterwards, so a handshake in which a process of the tree appeared or ended is c
 instead (``Spent.tree_changed``).
 
 Eager PyTorch in the trusted reference process is charged its calling thread's run time (``time.thread_time``), the
-same first term: the reference runs no agent code, so no floor is needed. Imports only the standard library.
+same first term: the reference runs no agent code, so no floor is needed. Imports only the standard library and
+the freezer (a sibling).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ import ctypes
 import dataclasses
 import os
 import time
+
+try:
+    from freezer import ProcFiles  # a sibling module: the children put the harness folder on sys.path
+except ImportError:
+    from cudagym.harness.freezer import ProcFiles
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -63,12 +69,12 @@ class TreeTimes:
     """Reads the run times of a set of processes' threads (keeps the ``/proc`` files and clocks it opened)."""
 
     def __init__(self) -> None:
-        self._fds: dict[str, int] = {}
+        self._files = ProcFiles()
         self._clocks: dict[int, int] = {}
 
     def available(self, pid: int) -> bool:
         """Whether this kernel accounts per-thread run times and lets this process read ``pid``'s CPU clock."""
-        return bool(self._read(f"/proc/{pid}/schedstat")) and self._process_ns(pid) is not None
+        return bool(self._files.read(f"/proc/{pid}/schedstat")) and self._process_ns(pid) is not None
 
     def snapshot(self, pids: list[int]) -> Snapshot:
         """The run times of every thread of ``pids`` and of each process, now (call while they are stopped)."""
@@ -76,7 +82,7 @@ class TreeTimes:
         processes: dict[int, int] = {}
         faults = 0
         for pid in pids:
-            stat = self._read(f"/proc/{pid}/stat").rsplit(b")", 1)[-1].split()
+            stat = self._files.read(f"/proc/{pid}/stat").rsplit(b")", 1)[-1].split()
             if len(stat) > 10:
                 faults += int(stat[7]) + int(stat[9])  # minflt, majflt (fields 10 and 12)
             try:
@@ -84,25 +90,13 @@ class TreeTimes:
             except OSError:
                 continue
             for tid in tids:
-                fields = self._read(f"/proc/{pid}/task/{tid}/schedstat").split()
+                fields = self._files.read(f"/proc/{pid}/task/{tid}/schedstat").split()
                 if fields:
                     threads[(pid, tid)] = int(fields[0])
             total = self._process_ns(pid)
             if total is not None:
                 processes[pid] = total
         return Snapshot(threads, processes, faults, frozenset(pids))
-
-    def _read(self, path: str) -> bytes:
-        fd = self._fds.get(path)
-        try:
-            if fd is None:
-                fd = self._fds[path] = os.open(path, os.O_RDONLY)
-            return os.pread(fd, 256, 0)
-        except OSError:
-            fd = self._fds.pop(path, None)
-            if fd is not None:
-                os.close(fd)
-            return b""
 
     def _process_ns(self, pid: int) -> int | None:
         clock = self._clocks.get(pid)
@@ -118,9 +112,7 @@ class TreeTimes:
             return None
 
     def close(self) -> None:
-        for fd in self._fds.values():
-            os.close(fd)
-        self._fds.clear()
+        self._files.close()
         self._clocks.clear()
 
 

@@ -21,7 +21,7 @@ import time
 STOPPED_STATES = frozenset("TtZXx")  # stopped, traced, or already gone
 
 
-class _ProcFiles:
+class ProcFiles:
     """Open descriptors of /proc files read again and again (``pread`` on an open file costs a few microseconds,
     opening it anew ten times that: the freeze's latency is inside the timed interval)."""
 
@@ -56,9 +56,9 @@ def _tasks(pid: int) -> list[str]:
         return []
 
 
-def tree(root: int, files: _ProcFiles | None = None) -> list[int]:
+def tree(root: int, files: ProcFiles | None = None) -> list[int]:
     """``root`` and every process below it (processes, not threads)."""
-    files = files or _ProcFiles()
+    files = files or ProcFiles()
     out, todo = [], [root]
     while todo:
         pid = todo.pop()
@@ -68,7 +68,7 @@ def tree(root: int, files: _ProcFiles | None = None) -> list[int]:
     return out
 
 
-def _stopped(pid: int, files: _ProcFiles) -> bool:
+def _stopped(pid: int, files: ProcFiles) -> bool:
     """Whether every thread of ``pid`` is stopped (or gone)."""
     for tid in _tasks(pid):
         stat = files.read(f"/proc/{pid}/task/{tid}/stat")
@@ -89,7 +89,7 @@ class Freezer:
         self.root = root
         self.frozen: list[int] = []
         self._known: list[int] = []
-        self._files = _ProcFiles()
+        self._files = ProcFiles()
 
     def alive(self) -> bool:
         stat = self._files.read(f"/proc/{self.root}/stat")
