@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 DEFAULT_TASK = "builtin/scale_bias_tanh"
 
@@ -34,11 +35,36 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         env.close()
     info = log.final_info
-    print(
-        f"\n== {log.task_id}: tier {info.get('tier')} | reward {log.total_reward:g} | "
-        f"speedup vs eager {_fmt(info.get('speedup_eager'))} | vs torch.compile {_fmt(info.get('speedup_compile'))}"
-    )
+    print("\n" + summary_line(log.task_id, info, log.total_reward, env.unwrapped.backend.name))
     return 0 if log.terminated and info.get("tier", -1) >= 1 else 1
+
+
+CPU_NOTE = (
+    "cpu figures: C++ kernels vs PyTorch on this machine's cores, not a GPU's; they move with the machine's load "
+    "from run to run, and the tier with them"
+)
+"""What the cpu backend's speedups mean, said wherever they are summed up."""
+
+
+def summary_line(task_id: str, info: Mapping[str, Any], reward: float, backend: str) -> str:
+    """``cudagym run``'s last line: the tier, the reward and the speedups, with the backend, how noisy the timed calls
+    were (their spread: interquartile range over median) and, on cpu, what its figures mean (``CPU_NOTE``)."""
+    profile = (info.get("result") or {}).get("profile") or {}
+    timing = f"{backend} backend"
+    if profile.get("spread") is not None:
+        timing += f", spread of the timed calls {profile['spread']:.0%}"
+    if profile and not profile.get("timing_fair", True):
+        timing += ", timed while the machine was busy"
+    parts = [
+        f"tier {info.get('tier')}",
+        f"reward {reward:g}",
+        f"speedup vs eager {_fmt(info.get('speedup_eager'))}",
+        f"vs torch.compile {_fmt(info.get('speedup_compile'))}",
+        timing,
+    ]
+    if backend == "cpu":
+        parts.append(CPU_NOTE)
+    return f"== {task_id}: " + " | ".join(parts)
 
 
 def _fmt(value: float | None) -> str:

@@ -61,6 +61,7 @@ from cudagym.results import (
 )
 from cudagym.sandbox import exchange_dir
 from cudagym.stage_judgement import BaselineVerdict, check_result, judge_baselines, timing_findings, verify_outcome
+from cudagym.stage_memo import FailureMemo, candidate_key
 from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace
@@ -125,6 +126,8 @@ class LocalEvaluator:
             backend, self.config.limits, self.config.prestart, self._child_env(), fork_server=self.config.fork_server
         )
         self.last_static_findings: list[IntegrityFinding] = []  # one per static check, from the last precheck
+        # timeouts and crashes of candidates, by content: unchanged files are not run into them again
+        self.memo = FailureMemo()
         self._start_ahead()
 
     # -- preparation ahead -------------------------------------------------------------------------
@@ -410,11 +413,16 @@ class LocalEvaluator:
         if failure is not None:
             return failure
         assert compiled is not None
+        key = candidate_key(workspace, compiled, self.task, self.backend, self.config)
+        known = self.memo.recall(key, Stage.VERIFY, time.monotonic() - start)
+        if known is not None:
+            return known
         kinds = self.config.input_kinds or self.task.metadata.input_kinds or ("task",)
         deadline = time.monotonic() + self.config.verify_timeout
         phases = Phases(start)
         phases.mark("prechecks")
         reply: dict[str, Any] | None = None
+        candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
         try:
             with candidate_stage(self._stage(workspace, compiled, deadline, refill=True)) as stage:
                 phases.mark("reference")
@@ -423,6 +431,7 @@ class LocalEvaluator:
                     if stage.start():
                         with self._shared_slot("calibration", deadline):
                             calibrated = stage.calibrate()
+                        candidate_from = time.monotonic() if calibrated else None
                         phases.mark("candidate_start")
                         if calibrated and stage.await_ready():
                             phases.mark("candidate_load")
@@ -468,7 +477,7 @@ class LocalEvaluator:
             message = f"All {self.config.num_checks} checks passed (atol={self.atol:g}, rtol={self.rtol:g})" + (
                 "; the repeat of check 1 gave bitwise the same output." if self.config.check_determinism else "."
             )
-        return VerifyResult(
+        result = VerifyResult(
             stage=Stage.VERIFY,
             status=status,
             message=message,
@@ -481,6 +490,9 @@ class LocalEvaluator:
             integrity=tuple(findings),
             phases=phases.items(),
         )
+        own = deadline - candidate_from if candidate_from is not None else None
+        self.memo.remember(key, result, candidate_seconds=own, timeout=self.config.verify_timeout)
+        return result
 
     # -- profile -----------------------------------------------------------------------------------
 
@@ -636,10 +648,15 @@ class LocalEvaluator:
         if failure is not None:
             return failure
         assert compiled is not None
+        key = candidate_key(workspace, compiled, self.task, self.backend, self.config)
+        known = self.memo.recall(key, Stage.PROFILE, time.monotonic() - start)
+        if known is not None:
+            return known
         deadline = time.monotonic() + self.config.profile_timeout
         phases = Phases(start)
         phases.mark("prechecks")
         timed: dict[str, Any] | None = None
+        candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
         try:
             self.pool.join_reapers()  # no used candidate still tearing down its CUDA context on the device
             # quiet device while timing: no successor starts (CUDA init) meanwhile
@@ -654,6 +671,7 @@ class LocalEvaluator:
                         ref.call("await_compile")
                         with self._timing_slot("calibration", deadline):
                             calibrated = stage.calibrate()
+                        candidate_from = time.monotonic() if calibrated else None
                         phases.mark("calibration")
                         if calibrated and stage.await_ready():
                             phases.mark("candidate_load")
@@ -714,7 +732,7 @@ class LocalEvaluator:
             )
             if not verdict.fair:
                 message += f" | not a fair figure ({verdict.detail}): profile again when the machine is quiet"
-        return ProfileResult(
+        result = ProfileResult(
             stage=Stage.PROFILE,
             status=status,
             message=message,
@@ -744,6 +762,9 @@ class LocalEvaluator:
             integrity=tuple(findings),
             phases=phases.items(),
         )
+        own = deadline - candidate_from if candidate_from is not None else None
+        self.memo.remember(key, result, candidate_seconds=own, timeout=self.config.profile_timeout)
+        return result
 
     def _ncu(self, workspace: Workspace, compiled: CompileResult) -> str:
         """Nsight Compute's speed-of-light and occupancy figures for the candidate's own kernels (a run of its own,

@@ -1,4 +1,5 @@
-"""The evaluation report: metrics as Markdown, and PNG plots of the speedup distribution and fast_p curve.
+"""The evaluation report: metrics as Markdown, and PNG plots of the speedup distribution and fast_p curve
+(drawn by :mod:`cudagym.plots`).
 
 Separate from the runner (:mod:`cudagym.evaluation`) so that a results file can be reported on its own
 (``cudagym eval-report``).
@@ -8,17 +9,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
-from cudagym.metrics import (
-    FAST_P_THRESHOLDS,
-    EpisodeResult,
-    Metrics,
-    compute_metrics,
-    fast_p,
-    latest_by_task,
-)
+from cudagym.metrics import EpisodeResult, Metrics, compute_metrics, latest_by_task
+from cudagym.plots import plot_fast_p, plot_speedups
+
+__all__ = [
+    "FAST_P_PLOT",
+    "METRICS_NAME",
+    "REPORT_NAME",
+    "SPEEDUP_PLOT",
+    "Report",
+    "format_report",
+    "format_summary",
+    "plot_fast_p",
+    "plot_speedups",
+    "write_report",
+]
 
 REPORT_NAME = "report.md"
 METRICS_NAME = "metrics.json"
@@ -136,67 +144,6 @@ def format_report(
             f"{r.turns} | {r.seconds:.1f} | {_cell(end[:200])} |"
         )
     return "\n".join(lines) + "\n"
-
-
-def plot_speedups(results: Iterable[EpisodeResult], path: str | Path) -> Path:
-    """A histogram of the correct results' speedups vs eager and vs torch.compile (log scale) as a PNG."""
-    from matplotlib.figure import Figure
-    from matplotlib.ticker import FuncFormatter, MaxNLocator
-
-    correct = [r for r in results if r.correct]
-    series = {
-        "vs eager": [s for r in correct if (s := r.speedup("eager")) is not None],
-        "vs torch.compile": [s for r in correct if (s := r.speedup("compile")) is not None],
-    }
-    fig = Figure(figsize=(7, 4), layout="constrained")
-    ax = fig.add_subplot()
-    values = [v for vs in series.values() for v in vs]
-    if values:
-        low, high = min(min(values), 0.9), max(max(values), 1.1)
-        edges = [low * (high / low) ** (i / 24) for i in range(25)]
-        for label, vs in series.items():
-            if vs:
-                ax.hist(vs, bins=edges, alpha=0.6, label=f"{label} (n={len(vs)})")
-        ax.set_xscale("log")
-        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}x"))
-        ax.xaxis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}x" if v < 10 else ""))
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.axvline(1.0, color="black", linewidth=1)
-        ax.axvline(1 / 0.95, color="grey", linewidth=1, linestyle="--", label="5% faster")
-        ax.legend()
-    else:
-        ax.text(0.5, 0.5, "no correct, timed results", ha="center", va="center", transform=ax.transAxes)
-    ax.set_xlabel("speedup (baseline time / candidate time)")
-    ax.set_ylabel("problems")
-    ax.set_title("Speedups of correct solutions")
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    return path
-
-
-def plot_fast_p(results: Iterable[EpisodeResult], n: int, path: str | Path) -> Path:
-    """The fast_p curve (fraction of all n problems correct with speedup > p) vs both baselines as a PNG."""
-    from matplotlib.figure import Figure
-
-    results = list(results)
-    speedups = [s for r in results if r.correct for b in ("eager", "compile") if (s := r.speedup(b)) is not None]  # type: ignore[arg-type]
-    top = max([2.5, *[1.1 * s for s in speedups]])
-    grid = [top * i / 400 for i in range(401)]
-    fig = Figure(figsize=(7, 4), layout="constrained")
-    ax = fig.add_subplot()
-    for baseline, label in (("eager", "vs eager"), ("compile", "vs torch.compile")):
-        curve = [fast_p(results, n, p, baseline) for p in grid]  # type: ignore[arg-type]
-        ax.plot(grid, curve, label=label, drawstyle="steps-post")
-        marks = list(FAST_P_THRESHOLDS)
-        ax.scatter(marks, [fast_p(results, n, p, baseline) for p in marks], s=18)  # type: ignore[arg-type]
-    ax.set_xlabel("p (speedup threshold)")
-    ax.set_ylabel(f"fast_p (fraction of {n} problems)")
-    ax.set_ylim(-0.02, 1.02)
-    ax.set_title("fast_p: correct and speedup > p")
-    ax.legend()
-    path = Path(path)
-    fig.savefig(path, dpi=110)
-    return path
 
 
 def write_report(

@@ -46,7 +46,8 @@ class WriteFile(Tool):
 
 
 class EditFile(Tool):
-    """Replace one exact occurrence of old_string by new_string in a workspace file."""
+    """Replace one exact occurrence of old_string by new_string in a workspace file (text copied from read_file
+    matches as shown there, escapes included)."""
 
     model_config = ConfigDict(title="edit_file")
     path: str = Field(description="Workspace-relative path of a writable file")
@@ -55,7 +56,8 @@ class EditFile(Tool):
 
 
 class ReadFile(Tool):
-    """Read a workspace file (any file, including the fixed ones), with line numbers."""
+    """Read a workspace file (any file, including the fixed ones), with line numbers; characters outside printable
+    ASCII are shown as \\uXXXX escapes."""
 
     model_config = ConfigDict(title="read_file")
     path: str = Field(description="Workspace-relative path")

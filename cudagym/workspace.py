@@ -18,6 +18,8 @@ import stat
 import tempfile
 from pathlib import Path, PurePosixPath
 
+from cudagym.text import find_shown, unescape
+
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 FIXED_FILES = ("model.py", "binding.cpp", "binding_registry.h", "INSTRUCTIONS.md")
 KERNEL_SUFFIXES = (".cu", ".cuh", ".cpp", ".h")
@@ -183,12 +185,24 @@ class Workspace:
         return str(rel), len(data)
 
     def edit(self, path: str, old: str, new: str) -> tuple[str, int]:
-        """Replaces the single occurrence of ``old`` by ``new``; returns (relative path, line of the edit)."""
+        """Replaces the single occurrence of ``old`` by ``new``; returns (relative path, line of the edit).
+
+        ``old`` is looked for in the file's text as it is; where it is not there, in the text as observations show
+        it (``cudagym.text.to_printable``: characters outside printable ASCII as ``\\u00e9`` escapes), and then
+        ``new`` is read the same way (its escapes become the characters), so an edit copied from a ``read_file``
+        observation applies to the file's real text."""
         rel, target = self._writable_target(path)
         if not target.is_file():
             raise WorkspaceError(f"{rel} does not exist; create it with write_file first.")
         text = target.read_text(encoding="utf-8", errors="replace")
         count = text.count(old)
+        if count:
+            start = text.index(old)
+            end = start + len(old)
+        else:  # not in the text as it is: as observations show it, and new_string is read the same way
+            spans = find_shown(text, old)
+            count, new = len(spans), unescape(new)
+            start, end = spans[0] if spans else (0, 0)
         if count == 0:
             raise WorkspaceError(
                 f"old_string was not found in {rel}. It must match the file exactly, whitespace included; "
@@ -198,11 +212,11 @@ class Workspace:
             raise WorkspaceError(
                 f"old_string occurs {count} times in {rel}; include more surrounding text so it is unique."
             )
-        updated = text.replace(old, new, 1)
-        data = updated.encode("utf-8")
+        updated = text[:start] + new + text[end:]
+        data = updated.encode("utf-8", errors="replace")
         self._check_sizes(target, len(data))
         self._write_bytes(target, data)
-        return str(rel), text[: text.index(old)].count("\n") + 1
+        return str(rel), text[:start].count("\n") + 1
 
     def read(self, path: str, offset: int = 1, limit: int = 400) -> tuple[str, str]:
         """Returns (relative path, numbered lines ``offset``..``offset+limit-1``)."""
@@ -214,7 +228,10 @@ class Workspace:
             raise WorkspaceError(f"{rel} is not a regular file.")
         if target.stat().st_size > 4 * self.limits.max_file_bytes:
             raise WorkspaceError(f"{rel} is too large to read ({target.stat().st_size} bytes).")
-        lines = target.read_text(encoding="utf-8", errors="replace").splitlines()
+        # split at newlines only: str.splitlines would also break at \x0b, \x1c, \x85, \u2028 ..., which the
+        # observation shows as characters (escaped), so that the lines are the file's
+        text = target.read_text(encoding="utf-8", errors="replace")
+        lines = text.removesuffix("\n").split("\n") if text else []
         if not lines:
             return str(rel), "(empty file)"
         if offset > len(lines):

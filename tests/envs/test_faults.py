@@ -335,14 +335,53 @@ def verify_with(env: CudaKernelEnv, files: dict[str, str]) -> tuple[str, dict[st
     [
         (SEGFAULT, "crash", "killed by SIGSEGV"),
         (ABORT, "crash", "killed by SIGABRT"),
-        (INFINITE_LOOP, "timeout", f"did not finish within {VERIFY_TIMEOUT} s"),
     ],
-    ids=["segfault", "abort", "infinite-loop"],
+    ids=["segfault", "abort"],
 )
 def test_native_faults_are_observations(env: CudaKernelEnv, source: str, status: str, needle: str) -> None:
     obs, info, seconds = verify_with(env, {"kernels/relu.cpp": source})
     assert info["status"] == status and needle in obs, obs
     assert seconds < VERIFY_TIMEOUT + 10
+    finish_correct_episode(env)
+
+
+def timed_step(env: CudaKernelEnv, action: str) -> tuple[str, float, bool, dict[str, Any], float]:
+    """One step; returns (obs, reward, terminated, info, seconds it took)."""
+    start = time.monotonic()
+    obs, reward, terminated, _, info = env.step(action)
+    return obs, reward, terminated, info, time.monotonic() - start
+
+
+def edit_kernel(env: CudaKernelEnv, old: str, new: str) -> dict[str, Any]:
+    """edit_file on kernels/relu.cpp; returns the step's info."""
+    return env.step(tool_call("edit_file", path="kernels/relu.cpp", old_string=old, new_string=new))[4]
+
+
+def test_an_infinite_loop_times_out_once_until_its_files_change(env: CudaKernelEnv) -> None:
+    """One verify timeout, then verify, profile and submit on the same files answer at once with it (the
+    cudagym.stage_memo); an edit runs for real; the looping files written again are known by their content."""
+    timed_out = f"did not finish within {VERIFY_TIMEOUT} s"
+    obs, info, seconds = verify_with(env, {"kernels/relu.cpp": INFINITE_LOOP})
+    assert info["status"] == "timeout" and timed_out in obs, obs
+    assert VERIFY_TIMEOUT <= seconds < VERIFY_TIMEOUT + 10
+    for tool in ("verify", "profile"):
+        obs, reward, terminated, info, seconds = timed_step(env, tool_call(tool))
+        assert info["status"] == "timeout" and reward == 0 and not terminated, obs
+        assert "Not run again: the same files timed out in verify" in obs and timed_out in obs, obs
+        assert seconds < 1.0, (tool, seconds)
+    loop = "  while (true) { i = i + 1; }  // never returns"
+    relu = "  for (int64_t j = 0; j < n; ++j) y[j] = x[j] > 0.0f ? x[j] : 0.0f;"
+    assert edit_kernel(env, loop, relu)["status"] == "ok"
+    obs, _, _, info, _ = timed_step(env, tool_call("verify"))  # changed files run for real
+    assert info["status"] == "ok" and "Not run again" not in obs, obs
+    assert edit_kernel(env, relu, loop)["status"] == "ok"  # the looping files again: known by their content
+    obs, reward, terminated, info, seconds = timed_step(env, tool_call("submit"))
+    assert seconds < 1.0, seconds
+    assert terminated and reward == -1 and info["tier"] == -1, obs
+    assert info["compiled"] and not info["correct"] and info["speedup_eager"] is None
+    assert info["speedup_compile"] is None and info["integrity"], info
+    assert info["result"]["verify"]["status"] == "timeout" and info["result"]["profile"] is None
+    assert "Not run again: the same files timed out in verify" in obs and timed_out in obs, obs
     finish_correct_episode(env)
 
 

@@ -119,6 +119,29 @@ def test_file_errors_and_bad_calls_do_not_end_the_episode(env: CudaKernelEnv) ->
         assert set(obs) <= set(string.printable)
 
 
+def test_non_ascii_text_round_trips_through_the_file_tools(env: CudaKernelEnv) -> None:
+    """What write_file writes is the file's UTF-8; read_file shows what the observation space cannot hold as
+    escapes; an edit_file copied from that observation applies to the file's real text."""
+    env.reset(options={"task_id": RELU})
+    content = "// r\u00e9sum\u00e9: \u03bb \u2192 \U0001f600 \u2014 done\nint x = 1;\n"
+    env.step(tool_call("write_file", path="kernels/notes.h", content=content))
+    target = env.workspace.path / "kernels/notes.h"
+    assert target.read_bytes() == content.encode("utf-8")
+    obs, _, _, _, info = env.step(tool_call("read_file", path="kernels/notes.h"))
+    assert set(obs) <= set(string.printable)
+    shown = obs.splitlines()[1].split("| ", 1)[1]
+    assert shown == "// r\\u00e9sum\\u00e9: \\u03bb \\u2192 \\U0001f600 \\u2014 done"
+    renamed = shown.replace("r\\u00e9sum\\u00e9", "na\\u00efve")
+    obs, _, _, _, info = env.step(tool_call("edit_file", path="kernels/notes.h", old_string=shown, new_string=renamed))
+    assert info["status"] == "ok", obs
+    assert target.read_text(encoding="utf-8") == "// na\u00efve: \u03bb \u2192 \U0001f600 \u2014 done\nint x = 1;\n"
+    # the characters themselves (an agent that decoded the escapes) match as they are
+    decoded = tool_call("edit_file", path="kernels/notes.h", old_string="\u03bb \u2192", new_string="->")
+    obs, _, _, _, info = env.step(decoded)
+    assert info["status"] == "ok", obs
+    assert target.read_text(encoding="utf-8").startswith("// na\u00efve: -> \U0001f600")
+
+
 def test_truncation_at_max_turns(fast_config: EvalConfig) -> None:
     env = CudaKernelEnv(backend="cpu", eval_config=fast_config, max_turns=2)
     env.reset(seed=0)
