@@ -66,6 +66,7 @@ HARNESS_MODULES = (
     "freezer",
     "clock",
     "stages",
+    "shortcuts",
     "candidate",
     "reference",
 )
