@@ -68,6 +68,7 @@ HARNESS_MODULES = (
     "sampler",
     "clock",
     "stages",
+    "shortcuts",
     "candidate",
     "reference",
 )

@@ -1,9 +1,9 @@
 """The ``cudagym eval``, ``cudagym eval-report`` and ``cudagym rft-export`` commands.
 
 * ``cudagym eval --agent scripted|random|llm [--task-set builtin] [--level L ...] [--ids ID ...]
-  [--names PATTERN ...] [--ops PATTERN ...] [--backend cpu] [--workers N] [--out results.jsonl] [--resume]
-  [--trajectories traj.jsonl] [--report-dir DIR]`` runs an agent over a task set (``cudagym.evaluation``)
-  and prints the summary; the llm agent takes ``--model``, ``--base-url``, ``--api-key-env``,
+  [--names PATTERN ...] [--ops PATTERN ...] [--sizes NAME=VALUE ...] [--backend cpu] [--workers N]
+  [--out results.jsonl] [--resume] [--trajectories traj.jsonl] [--report-dir DIR]`` runs an agent over a task set
+  (``cudagym.evaluation``) and prints the summary; the llm agent takes ``--model``, ``--base-url``, ``--api-key-env``,
   ``--tool-mode``, ``--token-budget``, ...
 * ``cudagym eval-report results.jsonl --report-dir DIR`` writes the report of an existing results file.
 * ``cudagym rft-export traj.jsonl rft.jsonl`` keeps the recorded episodes with reward > 0 as chat-format
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from cudagym.baselines.agents import agent_names
+from cudagym.tasks.cli import add_sizes_option, parse_sizes
 
 DEFAULT_OUT = "results.jsonl"
 
@@ -37,6 +38,7 @@ def _add_task_options(parser: argparse.ArgumentParser, *, default_set: str | Non
     group.add_argument("--names", nargs="+", action="extend", metavar="PATTERN", help="shell patterns on name or id")
     group.add_argument("--ops", nargs="+", action="extend", metavar="PATTERN", help="shell patterns on operator names")
     group.add_argument("--limit", type=int, default=None, metavar="N", help="only the first N tasks after filtering")
+    add_sizes_option(parser)
 
 
 def _load_tasks(args: argparse.Namespace) -> Any:
@@ -49,6 +51,9 @@ def _load_tasks(args: argparse.Namespace) -> Any:
             options[key] = value
     if args.path is not None:
         options["path"] = args.path
+    sizes = parse_sizes(args.sizes)
+    if sizes:
+        options["sizes"] = sizes
     tasks = load(args.task_set, **options)
     if args.limit is not None:
         tasks = tasks[: args.limit]

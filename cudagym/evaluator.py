@@ -41,6 +41,7 @@ from cudagym.eval_config import (
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.common import WARMUP_SLOT_ENV
 from cudagym.harness.timing import TimingConfig
+from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.integrity.static_checks import run_static_checks, violation_message
@@ -62,6 +63,8 @@ from cudagym.results import (
 from cudagym.sandbox import exchange_dir
 from cudagym.stage_judgement import BaselineVerdict, check_result, judge_baselines, timing_findings, verify_outcome
 from cudagym.stage_memo import FailureMemo, candidate_key
+from cudagym.tasks.degeneracy import VerdictStore
+from cudagym.tasks.input_verdict import KIND_NAMES, InputVerdict
 from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace
@@ -99,6 +102,7 @@ class LocalEvaluator:
         self.config = config or EvalConfig()
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.builder = builder or Builder(backend, cache_dir=self.cache_dir, options=self.config.build)
+        self.verdicts = VerdictStore(self.cache_dir)  # the input probe's verdicts (``input_verdict``)
         self._reference: ReferenceProcess | None = None
         self._loaded_task: str | None = None  # the task the reference process holds
         self._ahead: threading.Thread | None = None
@@ -149,9 +153,9 @@ class LocalEvaluator:
     def _prepare_ahead(self, previous: threading.Thread | None, task: Task) -> None:
         """What the first compile, verify and profile of ``task`` would otherwise wait for: spare candidates,
         the precompiled header, the reference process with the task loaded, the reference's torch.compile
-        (begun in the reference process's background, so that a first verify is served meanwhile) and the
-        baselines (timed by a thread of their own once torch.compile is built; a profile waits for them).
-        Stops early when the task changed or the evaluator closes."""
+        (begun in the reference process's background, so that a first verify is served meanwhile), the input
+        verdict (``input_verdict``) and the baselines (timed by a thread of their own once torch.compile is built; a
+        profile waits for them). Stops early when the task changed or the evaluator closes."""
         _AHEAD.active = True  # this thread prepares: it never waits for a preparation (its successor waits for it)
         if previous is not None:
             previous.join()
@@ -165,8 +169,11 @@ class LocalEvaluator:
             threading.Thread(target=lambda: self.timing, name="cudagym-hold", daemon=True).start()
             ref = self.reference()
             self._mark_ahead("reference_loaded")
-            switched = self._closing or self.task is not task
-            if switched or self._cached_baselines() is not None:
+            if self._closing or self.task is not task:
+                return
+            if self._cached_baselines() is not None:
+                self.input_verdict()
+                self._mark_ahead("input_verdict")
                 return
             key = f"ahead-{secrets.token_hex(4)}"  # its own name: a later preparation never reuses it
             self._unchecked_inputs(ref, key)
@@ -174,6 +181,8 @@ class LocalEvaluator:
                 slot = warmup_slot_env(self.backend, self.cache_dir).get(WARMUP_SLOT_ENV, "")
                 ref.call("compile_reference", key=key, background=True, slot=slot)
             self._mark_ahead("compile_started")
+            self.input_verdict()  # served beside the compile, which runs in the reference's background
+            self._mark_ahead("input_verdict")
             self._baselining = threading.Thread(
                 target=self._time_baselines_ahead, args=(ref, task, key), name="cudagym-baselines", daemon=True
             )
@@ -297,6 +306,24 @@ class LocalEvaluator:
     def rtol(self) -> float:
         return self.config.rtol if self.config.rtol is not None else self.task.metadata.rtol
 
+    def input_verdict(self, deadline: float | None = None) -> InputVerdict:
+        """The input kinds verification draws and whether the task is degenerate (``cudagym/input_probe.py``): the
+        verdict stored in the cache, else probed now in the reference process (holding a memory slot and the device's
+        shared slot, like a check) and stored. Raises RuntimeError when the reference fails (a harness error)."""
+        task = self.task
+        key = verdict_key_for(task, self.backend.name, self.config)
+        verdict = self.verdicts.read(key)
+        if verdict is not None:
+            return verdict
+        deadline = deadline or time.monotonic() + self.config.verify_timeout
+        ref = self.reference()
+        if self._loaded_task != task.id:
+            raise RuntimeError(f"the task changed while its inputs were probed ({task.id})")
+        with self._memory_slot(deadline), self._shared_slot("input probe", deadline):
+            verdict = probe_verdict(ref, declared_kinds(task, self.config), self.atol, self.rtol)
+        self.verdicts.write(key, verdict, task.id)
+        return verdict
+
     def reference(self) -> ReferenceProcess:
         """The reference process, started on first use and (re)loaded with the current task."""
         self._join_ahead()
@@ -417,13 +444,16 @@ class LocalEvaluator:
         known = self.memo.recall(key, Stage.VERIFY, time.monotonic() - start)
         if known is not None:
             return known
-        kinds = self.config.input_kinds or self.task.metadata.input_kinds or ("task",)
         deadline = time.monotonic() + self.config.verify_timeout
         phases = Phases(start)
         phases.mark("prechecks")
         reply: dict[str, Any] | None = None
         candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
+        kinds: tuple[str, ...] = ()
+        plan: list[list[Any]] = []
         try:
+            kinds = self.input_verdict(deadline).kinds
+            phases.mark("input_verdict")
             with candidate_stage(self._stage(workspace, compiled, deadline, refill=True)) as stage:
                 phases.mark("reference")
                 with self._memory_slot(deadline):
@@ -465,8 +495,8 @@ class LocalEvaluator:
         if status is Status.OK and failed is not None:
             status = Status.INVALID_OUTPUT if failed.problem and failed.max_abs_error is None else Status.MISMATCH
             which = (
-                f"check {failed.index + 1} of {self.config.num_checks}"
-                if failed.index < self.config.num_checks
+                f"check {failed.index + 1} of {self.config.num_checks} ({KIND_NAMES.get(plan[failed.index][1], '?')})"
+                if failed.index < min(self.config.num_checks, len(plan))
                 else "the repeat of check 1 (same inputs again)"
             )
             message = f"Output mismatch on {which}: {describe_check(failed)}"
@@ -474,9 +504,10 @@ class LocalEvaluator:
             status = Status.INTEGRITY
             message = f"Integrity check '{broken.check}' failed: {broken.detail}"
         elif status is Status.OK:
-            message = f"All {self.config.num_checks} checks passed (atol={self.atol:g}, rtol={self.rtol:g})" + (
-                "; the repeat of check 1 gave bitwise the same output." if self.config.check_determinism else "."
-            )
+            message = (
+                f"All {self.config.num_checks} checks passed (inputs: {', '.join(kinds)}; "
+                f"atol={self.atol:g}, rtol={self.rtol:g})"
+            ) + ("; the repeat of check 1 gave bitwise the same output." if self.config.check_determinism else ".")
         result = VerifyResult(
             stage=Stage.VERIFY,
             status=status,
@@ -485,6 +516,7 @@ class LocalEvaluator:
             checks=tuple(checks),
             atol=self.atol,
             rtol=self.rtol,
+            input_kinds=kinds,
             stderr=stderr,
             signal=sig,
             integrity=tuple(findings),
@@ -817,6 +849,9 @@ class LocalEvaluator:
         rejected = (Status.MISMATCH, Status.INTEGRITY)
         tier = milestone_tier(correct and (profile is None or profile.status not in rejected), profile)
         correct = correct and tier > 0
+        # known once a verify ran (it probes when the cache has no verdict); None when none ran and none is stored
+        verdict = self.verdicts.read(verdict_key_for(self.task, self.backend.name, self.config))
+        tier = min(tier, verdict.max_tier) if verdict is not None else tier
         findings = [
             IntegrityFinding(
                 "fixed_files_unchanged",
@@ -837,8 +872,11 @@ class LocalEvaluator:
             )
         failing = next((r for r in (compiled, verify, profile) if r is not None and not r.ok), None)
         message = f"Tier {tier}. " + (failing.message if failing is not None and tier < 1 else "")
+        if verdict is not None and verdict.degenerate and tier > 0:
+            message += f"{verdict.describe()}: speed is not rewarded. "
         if profile is not None and profile.ok:
             message += profile.message
+        degenerate = verdict.degenerate if verdict is not None else None
         status = Status.OK if tier > 0 else (failing.status if failing else Status.MISMATCH)
         if failing is not None and failing.status is Status.HARNESS_ERROR:  # not the agent's doing: no tier to trust
             status, tier, message = Status.HARNESS_ERROR, -1, f"Not evaluated: {failing.message}"
@@ -850,9 +888,12 @@ class LocalEvaluator:
             tier=tier,
             compiled=compiled.ok,
             correct=correct,
-            speedup_eager=profile.speedup_eager if profile else None,
-            speedup_compile=profile.speedup_compile if profile else None,
+            # a degenerate task's speed proves nothing (a shortcut is fastest): the profile keeps the figures
+            speedup_eager=profile.speedup_eager if profile and not degenerate else None,
+            speedup_compile=profile.speedup_compile if profile and not degenerate else None,
             timing_fair=profile.timing_fair if profile else True,
+            input_kinds=verdict.kinds if verdict is not None else (),
+            degenerate=degenerate,
             compile=compiled,
             verify=verify,
             profile=profile,

@@ -3,6 +3,8 @@ so that the text never drifts from what the parser accepts."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from cudagym.backends import Backend
 from cudagym.tasks.task import Task
 from cudagym.tools import describe_tools
@@ -85,7 +87,9 @@ write, then submit. {note}
 """
 
 
-def first_observation(task: Task, backend: Backend, *, max_turns: int) -> str:
-    """What the agent sees at reset: the instructions, then the reference model."""
+def first_observation(task: Task, backend: Backend, *, max_turns: int, notes: Sequence[str] = ()) -> str:
+    """What the agent sees at reset: ``notes`` (one "Note: ..." line each: what is known about the task's inputs and
+    memory), the instructions, then the reference model."""
     source = task.source_for(backend.name)
-    return f"{render_instructions(task, backend, max_turns=max_turns)}\n## model.py\n{source}"
+    head = "".join(f"Note: {note}\n" for note in notes) + ("\n" if notes else "")
+    return f"{head}{render_instructions(task, backend, max_turns=max_turns)}\n## model.py\n{source}"

@@ -147,6 +147,7 @@ class VerifyResult(StageResult):
     checks: tuple[CheckResult, ...] = ()
     atol: float = 0.0
     rtol: float = 0.0
+    input_kinds: tuple[str, ...] = ()  # the input kinds the checks drew in turn (``cudagym.input_probe``)
     stderr: str = ""  # the candidate process's output (cleaned, cut), e.g. a Python traceback
     signal: str = ""  # the signal that killed the child, if any (e.g. "SIGSEGV")
     integrity: tuple[IntegrityFinding, ...] = ()  # run-time integrity checks and what they found
@@ -207,7 +208,9 @@ class SubmitResult(StageResult):
     """The final evaluation: compile, verify and profile again, then the milestone tier.
 
     ``tier`` is CUDA Agent's: -1 when compilation or correctness fails, 1 when correct, 2 when more than
-    5% faster than eager, 3 when more than 5% faster than both eager and torch.compile.
+    5% faster than eager, 3 when more than 5% faster than both eager and torch.compile. On a degenerate task (a
+    shortcut passes whatever inputs verification draws, ``cudagym.tasks.input_verdict``) it is capped at 1 and the
+    speedups are None (the profile keeps its figures): its speed proves nothing.
     """
 
     tier: int = -1
@@ -216,6 +219,10 @@ class SubmitResult(StageResult):
     speedup_eager: float | None = None
     speedup_compile: float | None = None
     timing_fair: bool = True  # the profile's figures were taken on a quiet enough machine (ProfileResult.timing_fair)
+    # the input kinds verification draws for the task and whether it is degenerate (``cudagym.input_probe``); empty and
+    # None while undecided (the task's first verify decides)
+    input_kinds: tuple[str, ...] = ()
+    degenerate: bool | None = None
     compile: CompileResult | None = None
     verify: VerifyResult | None = None
     profile: ProfileResult | None = None

@@ -10,7 +10,12 @@ model. Each ``step`` takes one tool call as text and returns what the tool said:
 * truncated: True when the turn budget ``max_turns`` is spent without a submit;
 * info: the structured result (``info["result"]``), the tool, the turn, the reward's named terms
   (``info["reward_terms"]``) and, at submit, ``tier``, ``compiled``, ``correct``, ``speedup_eager``,
-  ``speedup_compile``, ``timing_fair`` (the timing's conditions were quiet enough to trust) and ``integrity``.
+  ``speedup_compile``, ``timing_fair`` (the timing's conditions were quiet enough to trust), ``integrity``,
+  ``input_kinds`` (the input kinds verification drew) and ``degenerate`` (a shortcut passes whatever inputs
+  verification draws: the tier is capped at 1 and the speedups are None; see ``cudagym.tasks.input_verdict``).
+  ``reset``'s info holds ``input_kinds`` and ``degenerate`` where the task's inputs were probed before (None until
+  its first verify) and ``memory_warning`` when its tensors may not fit the backend's memory (``cudagym.footprint``);
+  the first observation then starts with a note saying so.
   A submit the evaluation harness could not evaluate (the harness failed, not the agent's code) ends the episode
   with reward 0.0 and ``info["harness_error"]`` saying why, so that a trainer can drop the sample; it never raises.
 
@@ -23,19 +28,23 @@ from __future__ import annotations
 import dataclasses
 import string
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
 
 from cudagym.backends import Backend, resolve_backend
+from cudagym.build import default_cache_dir
 from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator, prepares_ahead
 from cudagym.instructions import first_observation, render_instructions
 from cudagym.render import render
 from cudagym.results import FileResult, Stage, StageResult, Status, SubmitResult
 from cudagym.reward_shaping import Reward, RewardSpec, Shaper, StepRecord, make_reward
+from cudagym.task_notes import task_notes
 from cudagym.tasks import Task, TaskSet
 from cudagym.tasks import load as load_tasks
+from cudagym.tasks.degeneracy import VerdictStore
 from cudagym.text import clean
 from cudagym.tools import (
     Compile,
@@ -75,7 +84,9 @@ class CudaKernelEnv(gym.Env[str, str]):
         service_socket: evaluate through the evaluation service listening there (``cudagym serve``)
             instead of in this process; shorthand for ``evaluator_factory=ServiceEvaluatorFactory(path)``.
         workspace_limits: file size limits of the workspace.
-        **task_options: passed to the task-set loader (``path=``, ``level=``, ``ids=``, ``names=``, ``ops=``).
+        **task_options: passed to the task-set loader (``path=``, ``level=``, ``ids=``, ``names=``, ``ops=``,
+            ``precision=``, ``sizes=``: see ``cudagym.tasks.load``); an unknown one raises TypeError naming the valid
+            ones.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -116,6 +127,8 @@ class CudaKernelEnv(gym.Env[str, str]):
         self.eval_config = eval_config or EvalConfig()
         self.max_obs_chars = max_obs_chars
         self.cache_dir = cache_dir
+        self._cache_root = Path(cache_dir) if cache_dir else default_cache_dir()
+        self._verdicts = VerdictStore(self._cache_root)  # the input verdicts, read at reset (``task_notes``)
         self.workspace_limits = workspace_limits
         self.shaper: Shaper = make_reward(reward, **(reward_options or {}))
         if evaluator_factory is not None and service_socket is not None:
@@ -162,7 +175,8 @@ class CudaKernelEnv(gym.Env[str, str]):
         self._history.clear()
         self._turn = 0
         self._done = False
-        observation = self._clean(first_observation(task, self.backend, max_turns=self.max_turns))
+        notes = task_notes(task, self.backend, self.eval_config, self._verdicts, self._cache_root)
+        observation = self._clean(first_observation(task, self.backend, max_turns=self.max_turns, notes=notes.lines))
         self._transcript = [f"=== reset: {task.id} on {self.backend.name} ===", observation]
         info = {
             "task_id": task.id,
@@ -170,6 +184,7 @@ class CudaKernelEnv(gym.Env[str, str]):
             "backend": self.backend.name,
             "turn": 0,
             "max_turns": self.max_turns,
+            **notes.info(),
         }
         return observation, info
 
@@ -220,6 +235,8 @@ class CudaKernelEnv(gym.Env[str, str]):
                 speedup_eager=result.speedup_eager,
                 speedup_compile=result.speedup_compile,
                 integrity=[dataclasses.asdict(f) for f in result.integrity],
+                input_kinds=list(result.input_kinds),
+                degenerate=result.degenerate,
             )
         self._transcript += [
             f"--- turn {self._turn} action ---",

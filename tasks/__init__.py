@@ -1,5 +1,6 @@
 """Tasks and task sets: ``load(name, **options)``, ``register_task_set(name, loader)``."""
 
+from cudagym.tasks.input_verdict import InputVerdict
 from cudagym.tasks.registry import (
     ENTRY_POINT_GROUP,
     TaskSetNotFound,
@@ -13,6 +14,7 @@ from cudagym.tasks.task import Task, TaskMetadata, TaskSet, rewrite_constants
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "InputVerdict",
     "Task",
     "TaskMetadata",
     "TaskSet",

@@ -1,22 +1,23 @@
 """Task checks (``cudagym tasks check``): does each reference run, is it deterministic, and can a shortcut
 pass its correctness check?
 
-A task is *degenerate* when returning zeros, a constant, or one of its inputs passes the tolerance on
-every input set drawn from the task's own distribution (KernelBench has such tasks: ReLU-like ops on
-inputs in [0, 1), near-zero outputs), or when its output does not depend on its inputs. When the task
-allows signed normal inputs (``input_kinds`` has "normal"), the check also reports whether those inputs
-close the shortcut, since verification draws them too. Each reference runs in the trusted reference
-process of the evaluator, on the chosen backend; the measured eager runtime is kept in the baseline cache.
+A task is *degenerate on its own inputs* when returning zeros, a constant, or one of its inputs passes the tolerance
+on every input set drawn from the task's own distribution (KernelBench has such tasks: ReLU-like ops on inputs in
+[0, 1), near-zero outputs), or when its output does not depend on its inputs. The check then runs the input probe
+(``cudagym.input_probe``): which input kinds close the shortcut (verification draws them), or that none does (the
+task stays degenerate and its tier is capped). The verdict is stored in the cache's verdict store, where evaluations
+and ``cudagym.tasks.load`` find it. Each reference runs in the trusted reference process of the evaluator, on the
+chosen backend, at the sizes the task was loaded with (``load(..., sizes=)``, ``--sizes``); the measured eager
+runtime is kept in the cache under ``eager/``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import os
 import secrets
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,23 @@ from cudagym.build import default_cache_dir
 from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig, ReferenceProcess
 from cudagym.harness.timing import METHOD_REVISION
-from cudagym.tasks.task import Task, module_constants, rewrite_constants
+from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
+from cudagym.tasks.degeneracy import KindProbe, VerdictStore
+from cudagym.tasks.input_verdict import DEGENERATE_MAX_TIER, KIND_NAMES, SHORTCUTS, InputVerdict
+from cudagym.tasks.task import Task
+
+CHECKED_KINDS = ("task", "normal")
+"""The declared input kinds whose sets the determinism and finiteness checks run on; other declared kinds
+(``large``) are probed for shortcuts only."""
 
 
 @dataclasses.dataclass(frozen=True)
 class TaskCheck:
-    """What the checks found for one task (``error`` is set when the reference could not run)."""
+    """What the checks found for one task (``error`` is set when the reference could not run).
+
+    The ``*_pass`` and ``input_independent`` fields are about the task's own input distribution; ``inputs`` is the
+    input probe's verdict (the kinds verification draws, and whether the task stays degenerate under all of them).
+    """
 
     task_id: str
     deterministic: bool = False
@@ -40,12 +52,13 @@ class TaskCheck:
     constant_pass: bool = False
     input_pass: bool = False
     input_independent: bool = False
-    closed_by_normal_inputs: bool = False
+    inputs: InputVerdict | None = None
     eager_ms: float | None = None
     error: str = ""
 
     @property
     def degenerate(self) -> bool:
+        """A shortcut passes on the task's own inputs (whether another input kind closes it: ``inputs``)."""
         return self.zeros_pass or self.constant_pass or self.input_pass or self.input_independent
 
     @property
@@ -66,21 +79,23 @@ class TaskCheck:
         ]
         if not problems:
             return "ok"
-        suffix = " (signed normal inputs close it)" if self.closed_by_normal_inputs else ""
+        suffix = self._closure() if self.degenerate else ""
         return "DEGENERATE: " + ", ".join(problems) + suffix if self.degenerate else "FLAGGED: " + ", ".join(problems)
+
+    def _closure(self) -> str:
+        """What the input probe found for the shortcuts: which kinds close them, or that none does."""
+        if self.inputs is None:
+            return ""
+        if self.inputs.degenerate:
+            return f" (no input kind closes it: the tier is capped at {DEGENERATE_MAX_TIER})"
+        if self.inputs.added:
+            drawn = " and ".join(KIND_NAMES.get(kind, kind) for kind in self.inputs.added)
+            return f" ({drawn} close it: verification draws them)"
+        return " (the declared input kinds close it)"
 
     @property
     def flagged(self) -> bool:
         return self.verdict != "ok"
-
-
-def _sized(task: Task, backend: str, overrides: Mapping[str, Any]) -> str:
-    source = task.source_for(backend)
-    if not overrides:
-        return source
-    assigned = module_constants(source)
-    present = {k: v for k, v in overrides.items() if k in assigned}
-    return rewrite_constants(source, present) if present else source
 
 
 def check_task(
@@ -89,88 +104,79 @@ def check_task(
     *,
     config: EvalConfig | None = None,
     runs: int = 3,
-    overrides: Mapping[str, Any] | None = None,
     cache_dir: str | Path | None = None,
     reference: ReferenceProcess | None = None,
 ) -> TaskCheck:
-    """Runs the checks for one task; ``overrides`` rewrites size constants (e.g. to shrink KernelBench)."""
+    """Runs the checks for one task (at the sizes it was loaded with) and stores its input verdict."""
     config = config or EvalConfig()
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
     timing = resolve_timing(config.timing, backend, folder, find_toolchain().nvcc)  # the evaluator's method
+    atol = config.atol if config.atol is not None else task.metadata.atol
+    rtol = config.rtol if config.rtol is not None else task.metadata.rtol
+    declared = declared_kinds(task, config)
     own = reference is None
     try:
         ref = reference or _reference_process(backend, config, folder)
         try:
-            source = _sized(task, backend.name, overrides or {})
             ref.call(
                 "load",
-                source=source,
+                source=task.source_for(backend.name),
                 device=backend.device,
                 dtype=task.metadata.dtype,
                 weight_seed=secrets.randbits(62),
                 threads=backend.threads,
             )
-            kinds = ["task"] * runs
-            if "normal" in task.metadata.input_kinds:
-                kinds += ["normal"] * runs
+            checked = [kind for kind in declared if kind in CHECKED_KINDS] or [declared[0]]
+            kinds = [kind for kind in checked for _ in range(runs)]
             report = ref.call(
                 "check_task",
                 seeds=[secrets.randbits(62) for _ in kinds],
                 kinds=kinds,
-                atol=task.metadata.atol,
-                rtol=task.metadata.rtol,
+                atol=atol,
+                rtol=rtol,
                 timing=dataclasses.asdict(timing),
             )["report"]
+            known = {kind: KindProbe.from_report(kind, _part(report, kinds, kind)) for kind in checked}
+            inputs = probe_verdict(ref, declared, atol, rtol, sets=runs, known=known)
         finally:
             if own:
                 ref.close()
     except (RuntimeError, ValueError, SyntaxError) as exc:
         return TaskCheck(task.id, error=str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
-    on_task = slice(0, runs)
-    on_normal = slice(runs, None)
-
-    def always(name: str, part: slice) -> bool:
-        values = report[name][part]
-        return bool(values) and all(values)
-
-    def never(name: str, part: slice) -> bool:
-        return not any(report[name][part])
-
-    shortcut_on_task = any(always(n, on_task) for n in ("zeros", "constant", "input"))
-    closed = (
-        shortcut_on_task
-        and all(never(n, on_normal) for n in ("zeros", "constant", "input"))
-        and bool(report["zeros"][on_normal])
-    )
+    VerdictStore(folder).write(verdict_key_for(task, backend.name, config), inputs, task.id)
+    own_kind = _part(report, kinds, declared[0])
     result = TaskCheck(
         task.id,
         deterministic=bool(report["deterministic"]),
         finite=bool(report["finite"]),
-        zeros_pass=always("zeros", on_task),
-        constant_pass=always("constant", on_task),
-        input_pass=always("input", on_task),
-        input_independent=always("independent", slice(1, runs)),
-        closed_by_normal_inputs=closed,
+        zeros_pass=all(own_kind["zeros"]),
+        constant_pass=all(own_kind["constant"]),
+        input_pass=all(own_kind["input"]),
+        input_independent=len(own_kind["independent"]) > 1 and all(own_kind["independent"][1:]),
+        inputs=inputs,
         eager_ms=report.get("eager_ms"),
     )
-    _remember_eager(task, backend, report.get("eager_ms"), overrides or {}, folder)
+    _remember_eager(task, backend, report.get("eager_ms"), folder)
     return result
 
 
-def _remember_eager(
-    task: Task, backend: Backend, eager_ms: float | None, overrides: Mapping[str, Any], cache_dir: Path
-) -> None:
+def _part(report: dict[str, Any], kinds: list[str], kind: str) -> dict[str, list[bool]]:
+    """The per-set lists of ``report`` for the sets of one kind."""
+    keys = [*SHORTCUTS, *(f"{name}_near" for name in SHORTCUTS), "finite_sets"]
+    return {key: [value for value, k in zip(report[key], kinds, strict=True) if k == kind] for key in keys}
+
+
+def _remember_eager(task: Task, backend: Backend, eager_ms: float | None, cache_dir: Path) -> None:
     if eager_ms is None:
         return
     folder = cache_dir / "eager"
     folder.mkdir(parents=True, exist_ok=True)
-    detail = json.dumps([backend.device_name, sorted(overrides.items())], default=str)
-    key = f"{task.fingerprint(backend.name)}-{backend.name}-{hashlib.sha256(detail.encode()).hexdigest()[:12]}"
+    key = f"{task.fingerprint(backend.name)}-{backend.name}"
     record = {
         "task": task.id,
         "device": backend.device_name,
         "torch": find_toolchain().torch_version,
-        "overrides": dict(overrides),
+        "sizes": dict(task.metadata.extra.get("size_overrides", {})),
         "eager_ms": eager_ms,
         "timing_revision": METHOD_REVISION,
     }
@@ -203,14 +209,18 @@ def check_tasks(tasks: Iterable[Task], backend: Backend, **options: Any) -> list
 
 def format_report(results: list[TaskCheck]) -> str:
     """A Markdown table of the checks."""
-    header = "task | deterministic | zeros pass | constant passes | input passes | ignores inputs | eager ms | verdict"
-    rows = [f"| {header} |", "|---|---|---|---|---|---|---|---|"]
+    header = (
+        "task | deterministic | zeros pass | constant passes | input passes | ignores inputs | inputs verified | "
+        "eager ms | verdict"
+    )
+    rows = [f"| {header} |", "|---|---|---|---|---|---|---|---|---|"]
     for r in results:
         eager = f"{r.eager_ms:.4g}" if r.eager_ms is not None else "n/a"
         verdict = r.verdict if not r.error else f"error: {r.error}"
+        drawn = ", ".join(r.inputs.kinds) if r.inputs is not None else "n/a"
         rows.append(
             f"| {r.task_id} | {_yn(r.deterministic)} | {_yn(r.zeros_pass)} | {_yn(r.constant_pass)} | "
-            f"{_yn(r.input_pass)} | {_yn(r.input_independent)} | {eager} | {verdict} |"
+            f"{_yn(r.input_pass)} | {_yn(r.input_independent)} | {drawn} | {eager} | {verdict} |"
         )
     return "\n".join(rows)
 

@@ -1,7 +1,9 @@
 """The ``cudagym tasks ...`` commands: look at task sets from the shell.
 
 ``cudagym tasks list [--task-set NAME] [--level L] [--path P]`` prints a table (id, name, level, ops);
-``cudagym tasks show ID [--task-set NAME] [--path P]`` prints one task's metadata and reference source.
+``cudagym tasks show ID [--task-set NAME] [--path P] [--sizes NAME=VALUE ...]`` prints one task's metadata, what the
+input checks found for it, and its reference source; ``cudagym tasks check`` runs the checks (``checks.py``).
+``--sizes`` is the loader's ``sizes=`` option (``cudagym.tasks.load``), the same for the CLI and ``gym.make``.
 
 The main CLI calls :func:`add_tasks_commands` on its subparsers and dispatches to :func:`main_tasks`.
 Further subcommands plug in through :func:`register_tasks_command` (or by appending to
@@ -52,10 +54,44 @@ def _add_source_options(parser: argparse.ArgumentParser, *, default_set: str | N
     parser.add_argument("--path", default=None, metavar="P", help="local copy of the task set (path= option)")
 
 
+def add_sizes_option(parser: argparse.ArgumentParser) -> None:
+    """``--sizes NAME=VALUE`` (repeatable; ``--set`` is the same): the task-set option ``sizes=``."""
+    parser.add_argument(
+        "--sizes",
+        "--set",
+        dest="sizes",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="NAME=VALUE",
+        help="rewrite a module-level size constant in every task that assigns it (the loader's sizes= option), "
+        "e.g. --sizes batch_size=16 dim=4096; a name no task assigns is an error",
+    )
+
+
+def parse_sizes(items: Sequence[str]) -> dict[str, Any]:
+    """``["dim=4096", ...]`` as ``{"dim": 4096}`` (values are Python literals); ValueError for a malformed item."""
+    import ast
+
+    sizes: dict[str, Any] = {}
+    for text in items:
+        name, sep, value = text.partition("=")
+        if not sep or not name.isidentifier():
+            raise ValueError(f"--sizes takes NAME=VALUE, got {text!r}")
+        try:
+            sizes[name] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            raise ValueError(f"--sizes {text!r}: the value must be a Python literal such as 4096") from None
+    return sizes
+
+
 def _load(args: argparse.Namespace, name: str, **filters: Any) -> TaskSet:
     options: dict[str, Any] = {k: v for k, v in filters.items() if v}
     if args.path is not None:
         options["path"] = args.path
+    sizes = parse_sizes(getattr(args, "sizes", None) or [])
+    if sizes:
+        options["sizes"] = sizes
     return load(name, **options)
 
 
@@ -91,6 +127,7 @@ def _run_list(args: argparse.Namespace, out: TextIO | None = None) -> int:
 def _configure_show(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("id", metavar="ID", help="task id, e.g. kernelbench/level1/19_ReLU")
     _add_source_options(parser, default_set=None)
+    add_sizes_option(parser)
 
 
 def describe_task(task: Task) -> str:
@@ -105,6 +142,7 @@ def describe_task(task: Task) -> str:
         ("dtype", meta.dtype),
         ("atol / rtol", f"{meta.atol} / {meta.rtol}"),
         ("input kinds", ", ".join(meta.input_kinds)),
+        *((f"checked ({backend})", verdict.describe()) for backend, verdict in meta.input_verdicts.items()),
         ("requires", ", ".join(meta.requires)),
         ("sizes", {k: dict(v) for k, v in meta.sizes.items()}),
         ("extra", dict(meta.extra)),
@@ -112,6 +150,8 @@ def describe_task(task: Task) -> str:
         ("expected tiers", dict(task.expected_tiers)),
     ]
     lines = [f"{key + ':':<16}{value}" for key, value in fields if value not in (None, "", {})]
+    if not meta.input_verdicts:
+        lines.append(f"{'checked:':<16}not yet (the first verify or `cudagym tasks check` probes its inputs)")
     lines += [f"{'note:':<16}{note}" for note in requirement_notes(task)]
     lines += ["", f"--- reference source ({task.id}) ---", task.source.rstrip("\n")]
     return "\n".join(lines)
@@ -130,23 +170,8 @@ def _configure_check(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--ids", action="append", metavar="ID", help="check only this task (repeatable)")
     parser.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"), help="where references run")
     parser.add_argument("--runs", type=int, default=3, help="input sets per distribution (default 3)")
-    parser.add_argument(
-        "--set",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="override a module-level size constant where a task has it (e.g. dim=4096)",
-    )
+    add_sizes_option(parser)
     parser.add_argument("--strict", action="store_true", help="exit with status 1 when a task is flagged")
-
-
-def _parse_override(text: str) -> tuple[str, Any]:
-    import ast
-
-    name, sep, value = text.partition("=")
-    if not sep or not name.isidentifier():
-        raise ValueError(f"--set takes NAME=VALUE, got {text!r}")
-    return name, ast.literal_eval(value)
 
 
 def _run_check(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -155,8 +180,7 @@ def _run_check(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     out = out or sys.stdout
     tasks = _load(args, args.task_set, level=args.level, names=args.names, ops=args.ops, ids=args.ids)
-    overrides = dict(_parse_override(item) for item in args.set)
-    results = check_tasks(tasks, resolve_backend(args.backend), runs=args.runs, overrides=overrides)
+    results = check_tasks(tasks, resolve_backend(args.backend), runs=args.runs)
     print(format_report(results), file=out)
     flagged = [r for r in results if r.flagged]
     print(f"{len(results)} task(s) checked, {len(flagged)} flagged", file=out)

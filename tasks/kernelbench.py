@@ -10,7 +10,8 @@ columns ``code``, ``level``, ``name``, ``problem_id``; there ``name`` is the fil
 * name: the file stem, e.g. ``19_ReLU``;
 * metadata: ``level``, ``source="kernelbench"``, ``ops`` (torch operators read from the code, see
   :func:`derive_ops`), ``requires`` (third-party imports; level 4 always needs ``transformers``),
-  ``input_kinds=("task",)`` (KernelBench draws inputs from ``torch.rand``, i.e. U[0, 1)) and
+  ``input_kinds=("task",)`` (KernelBench draws inputs from ``torch.rand``, i.e. U[0, 1); where a shortcut passes on
+  those, as for 19_ReLU, the input probe adds the kinds that close it: :mod:`cudagym.tasks.degeneracy`) and
   ``extra={"problem_id": int, "file": stem}``. Level 4 tasks build pretrained Hugging Face models;
   they are kept, flagged with ``extra["needs_weights"] = True`` (see :mod:`cudagym.tasks.requirements`).
 
@@ -349,7 +350,6 @@ def load_kernelbench(
     level: int | Sequence[int] | None = None,
     include_level4: bool = True,
     precision: str = "fp32",
-    **_: Any,
 ) -> list[Task]:
     """Loads KernelBench tasks (see the module docstring for ids and metadata).
 
@@ -367,7 +367,9 @@ def load_kernelbench(
             downloadable weights and are flagged in their metadata).
         precision: the track, "fp32" (default), "bf16" or "fp16" (``cudagym.tasks.task.for_precision``: ids
             ``kernelbench/level1/19_ReLU@bf16``).
-        **_: other options, ignored (forward compatibility).
+
+    Other options are refused (TypeError); through ``cudagym.tasks.load`` the refusal names the valid ones, and
+    ``sizes=`` there shrinks the problems (KernelBench's level-1 sizes make tensors of several GB).
 
     Returns:
         Tasks ordered by (level, problem_id).

@@ -171,7 +171,7 @@ def _tasks(rows: Iterable[Mapping[str, Any]]) -> list[Task]:
     return [ops6k_task(row, index) for index, row in enumerate(rows)]
 
 
-def load_ops6k(path: str | Path | None = None, *, source: str = "auto", **_: Any) -> list[Task]:
+def load_ops6k(path: str | Path | None = None, *, source: str = "auto") -> list[Task]:
     """Loads the Ops-6K tasks (see the module docstring for ids and metadata).
 
     Args:
@@ -181,7 +181,8 @@ def load_ops6k(path: str | Path | None = None, *, source: str = "auto", **_: Any
         source: ``"auto"`` (a local path when one is given, else the Hub when ``datasets`` is
             installed), ``"parquet"``, ``"jsonl"`` or ``"hub"`` (``datasets.load_dataset``, split
             ``train``; needs network access).
-        **_: other options, ignored (forward compatibility).
+
+    Other options are refused (TypeError); through ``cudagym.tasks.load`` the refusal names the valid ones.
 
     Returns:
         One task per row, in row order.

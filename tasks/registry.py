@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
-from collections.abc import Callable, Iterable, Sequence
+import inspect
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any
 
-from cudagym.tasks.task import Task, TaskSet, for_precision
+from cudagym.tasks.degeneracy import annotate_all
+from cudagym.tasks.task import Task, TaskSet, for_precision, module_constants, with_sizes
 
 TaskLoader = Callable[..., Iterable[Task]]
 ENTRY_POINT_GROUP = "cudagym.task_sets"
@@ -25,6 +27,8 @@ _LOADERS: dict[str, TaskLoader | str] = {
 }
 
 FILTER_KEYS = ("level", "ids", "names", "ops")
+SET_OPTIONS = ("precision", "sizes")
+"""Options :func:`load` applies to the tasks of any set (after the loader), besides the filters."""
 
 
 class TaskSetNotFound(KeyError):
@@ -113,13 +117,69 @@ def filter_tasks(
     return kept
 
 
+def loader_options(loader: TaskLoader) -> tuple[str, ...] | None:
+    """The keyword options ``loader`` takes, or None when it takes any (``**kwargs``)."""
+    try:
+        parameters = inspect.signature(loader).parameters.values()
+    except (TypeError, ValueError):  # a callable without a signature: it decides itself
+        return None
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters):
+        return None
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return tuple(p.name for p in parameters if p.kind in kinds)
+
+
+def check_options(name: str, loader: TaskLoader, options: Mapping[str, Any]) -> None:
+    """Raises TypeError naming the valid options when ``options`` holds one that neither ``loader`` nor
+    :func:`load` takes (a loader with ``**kwargs`` accepts any)."""
+    accepted = loader_options(loader)
+    if accepted is None:
+        return
+    unknown = sorted(set(options) - set(accepted))
+    if not unknown:
+        return
+    valid = sorted({*accepted, *FILTER_KEYS, *SET_OPTIONS})
+    close = [m for option in unknown for m in difflib.get_close_matches(option, valid, n=1)]
+    hint = f" Did you mean {', '.join(repr(m) for m in close)}?" if close else ""
+    raise TypeError(f"unknown option(s) for task set {name!r}: {', '.join(unknown)}; valid: {', '.join(valid)}.{hint}")
+
+
+def apply_sizes(name: str, tasks: Sequence[Task], sizes: Mapping[str, Any]) -> list[Task]:
+    """Every task with the size constants of ``sizes`` it assigns rewritten (``with_sizes``); a name no task of the set
+    assigns raises ValueError naming the ones they do (a typo must not pass silently)."""
+    if not sizes:
+        return list(tasks)
+    assigned: set[str] = set()
+    for task in tasks:
+        assigned |= set(module_constants(task.source))
+    unknown = sorted(set(sizes) - assigned)
+    if unknown:
+        close = [m for option in unknown for m in difflib.get_close_matches(option, sorted(assigned), n=1)]
+        hint = f" Did you mean {', '.join(repr(m) for m in close)}?" if close else ""
+        shown = sorted(assigned)
+        names = ", ".join(shown[:40]) + (f", ... ({len(shown)} in all)" if len(shown) > 40 else "")
+        raise ValueError(
+            f"no task of {name!r} assigns the size constant(s) {', '.join(unknown)} at module level; "
+            f"the tasks assign: {names}.{hint}"
+        )
+    return [with_sizes(task, sizes) for task in tasks]
+
+
 def load(name: str, **options: Any) -> TaskSet:
-    """Loads the task set ``name``; filter options (level, ids, names, ops) apply after loading, ``precision``
-    ("fp32", "bf16" or "fp16") puts every task of any set on that track (``for_precision``: ids ``<id>@bf16``; filter
-    by those), and the remaining options (``path=`` ...) go to the loader."""
+    """Loads the task set ``name``.
+
+    Options for every set: the filters (``level``, ``ids``, ``names``, ``ops``) apply after loading; ``precision``
+    ("fp32", "bf16" or "fp16") puts every task on that track (``for_precision``: ids ``<id>@bf16``; filter by those);
+    ``sizes`` (a mapping ``{"batch_size": 16, ...}``) rewrites those module-level size constants in every task that
+    assigns them (``with_sizes``; ``cudagym tasks check --sizes`` is the same option). The remaining options
+    (``path=`` ...) go to the loader; one that neither the loader nor this function takes raises TypeError naming
+    the valid ones. The tasks carry the input verdicts stored in cudagym's cache (``metadata.input_verdicts``)."""
     filters = {k: options.pop(k) for k in FILTER_KEYS if k in options}
     precision = options.pop("precision", "fp32")
-    tasks = [for_precision(task, precision) for task in _resolve(name)(**options)]
+    sizes = options.pop("sizes", None) or {}
+    loader = _resolve(name)
+    check_options(name, loader, options)
+    tasks = apply_sizes(name, [for_precision(task, precision) for task in loader(**options)], sizes)
     if filters:
         tasks = filter_tasks(tasks, **filters)
-    return TaskSet(name, tasks)
+    return TaskSet(name, annotate_all(tasks))

@@ -18,6 +18,8 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from cudagym.tasks.input_verdict import InputVerdict
+
 DEFAULT_TOLERANCE = 1e-2
 PRECISIONS = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
 """Precision tracks and the dtype the reference and its inputs use in each."""
@@ -45,8 +47,14 @@ class TaskMetadata:
         requires: extra Python packages the reference needs (e.g. "transformers").
         input_kinds: input distributions verification may draw from beyond the task's own
             ("task" always; "normal" adds signed standard-normal inputs where the task allows; "large" adds such
-            inputs times a magnitude of 1e2-1e3, where the reference stays finite and meaningful on them).
-        extra: anything else a loader wants to keep (e.g. Ops-6K's ``data_source``).
+            inputs times a magnitude of 1e2-1e3, where the reference stays finite and meaningful on them). The input
+            probe adds kinds where a shortcut passes on these (``input_verdicts``).
+        extra: anything else a loader wants to keep (e.g. Ops-6K's ``data_source``; ``size_overrides``: the
+            constants ``load(..., sizes=)`` rewrote).
+        input_verdicts: backend name -> what the input probe decided for the task as evaluated there (the input
+            kinds verification draws, and whether the task is degenerate; see :mod:`cudagym.tasks.degeneracy`), where
+            a check or an evaluation stored one in the cache; ``cudagym.tasks.load`` fills it. Knowledge about the
+            task, not part of it: left out of equality and of the fingerprint.
     """
 
     level: int | None = None
@@ -60,6 +68,7 @@ class TaskMetadata:
     requires: tuple[str, ...] = ()
     input_kinds: tuple[str, ...] = ("task",)
     extra: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    input_verdicts: Mapping[str, InputVerdict] = dataclasses.field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "ops", tuple(self.ops))
@@ -67,6 +76,7 @@ class TaskMetadata:
         object.__setattr__(self, "input_kinds", tuple(self.input_kinds))
         object.__setattr__(self, "sizes", _frozen({k: _frozen(v) for k, v in dict(self.sizes).items()}))
         object.__setattr__(self, "extra", _frozen(self.extra))
+        object.__setattr__(self, "input_verdicts", _frozen(self.input_verdicts))
         if self.atol < 0 or self.rtol < 0:
             raise ValueError(f"tolerances must be >= 0, got atol={self.atol}, rtol={self.rtol}")
         if self.precision not in PRECISIONS:
@@ -140,10 +150,32 @@ def for_precision(task: Task, precision: str) -> Task:
         id=f"{task.id}@{precision}",
         name=f"{task.name} [{precision}]",
         source=header + task.source,
-        metadata=dataclasses.replace(task.metadata, precision=precision, dtype=dtype),
+        metadata=dataclasses.replace(task.metadata, precision=precision, dtype=dtype, input_verdicts={}),
         solutions={},
         expected_tiers={},
     )
+
+
+def with_sizes(task: Task, sizes: Mapping[str, Any]) -> Task:
+    """The task with the module-level size constants of ``sizes`` that its source assigns rewritten (the others
+    are not its own: a task set's tasks name their sizes differently).
+
+    The values win over the task's per-backend size profile (``metadata.sizes``) and are kept in
+    ``metadata.extra["size_overrides"]``; the id stays, the fingerprint follows the source (so baselines and input
+    verdicts are the sized task's own). A task that assigns none of the names is returned as it is.
+    """
+    assigned = module_constants(task.source)
+    present = {name: value for name, value in sizes.items() if name in assigned}
+    if not present:
+        return task
+    profiles = {
+        backend: {name: value for name, value in profile.items() if name not in present}
+        for backend, profile in task.metadata.sizes.items()
+    }
+    extra = {**task.metadata.extra, "size_overrides": {**task.metadata.extra.get("size_overrides", {}), **present}}
+    # the verdicts were about the other sizes' source
+    metadata = dataclasses.replace(task.metadata, sizes=profiles, extra=extra, input_verdicts={})
+    return dataclasses.replace(task, source=rewrite_constants(task.source, present), metadata=metadata)
 
 
 def module_constants(source: str) -> dict[str, ast.Assign]:

@@ -3,18 +3,69 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from cudagym.baselines import tool_call
 from cudagym.envs import CudaKernelEnv
-from cudagym.tasks import load
+from cudagym.tasks import Task, TaskMetadata, load
 
 RELU = "builtin/relu"
+
+_ELEMENTWISE = """import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return {expression}
+
+
+batch_size = 64
+dim = 98304
+
+
+def get_inputs():
+    return [torch.{draw}(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+"""
+# KernelBench-shaped elementwise tasks at the built-in ReLU's cpu size (6.3 M elements): degenerate on their own inputs
+RELU_RAND = Task(  # ReLU on inputs in [0, 1), as KernelBench draws them: the identity there
+    id="probe/relu_rand",
+    name="ReLU on rand()",
+    source=_ELEMENTWISE.format(expression="torch.relu(x)", draw="rand"),
+    metadata=TaskMetadata(ops=("torch.relu",), input_kinds=("task",)),
+)
+TINY_RELU = Task(  # outputs below the tolerance (atol 1e-2) on every input kind: zeros pass whatever the inputs
+    id="probe/tiny_relu",
+    name="ReLU times 1e-6",
+    source=_ELEMENTWISE.format(expression="torch.relu(x) * 1e-6", draw="randn"),
+    metadata=TaskMetadata(ops=("torch.relu",), input_kinds=("task",)),
+)
 
 
 def relu_solution(backend: str = "cpu") -> dict[str, str]:
     """The built-in ReLU task's reference solution for ``backend``, by workspace path."""
     root = Path(load("builtin").get(RELU).solutions[backend])
     return {str(p.relative_to(root)): p.read_text() for p in root.rglob("*") if p.is_file()}
+
+
+def with_relu_op(expression: str, backend: str = "cpu") -> dict[str, str]:
+    """The built-in ReLU solution for ``backend`` computing ``expression`` of ``v`` (an element of x) instead."""
+    files = relu_solution(backend)
+    if backend == "cpu":
+        kernel = files["kernels/relu.cpp"]
+        files["kernels/relu.cpp"] = kernel.replace("y[i] = v > 0.0f ? v : 0.0f;", f"y[i] = {expression};")
+    else:
+        kernel = files["kernels/relu.cu"]
+        files["kernels/relu.cu"] = kernel.replace("return fmaxf(v, 0.0f);", f"return {expression};")
+    assert files != relu_solution(backend), "the ReLU solution's kernel changed: update with_relu_op"
+    return files
 
 
 def with_binding_forward(files: dict[str, str], body: str) -> dict[str, str]:
@@ -33,6 +84,15 @@ def write_all(env: CudaKernelEnv, files: dict[str, str]) -> None:
         assert info["status"] == "ok", info
 
 
+def submit_files(env: CudaKernelEnv, task_id: str, files: dict[str, str]) -> tuple[str, float, dict[str, Any]]:
+    """Resets to ``task_id``, writes ``files`` and submits; returns the observation, reward and info of the submit."""
+    env.reset(options={"task_id": task_id})
+    write_all(env, files)
+    obs, reward, terminated, _, info = env.step(tool_call("submit"))
+    assert terminated, obs
+    return obs, float(reward), info
+
+
 def assert_caught(
     env: CudaKernelEnv, files: dict[str, str], expected: str | tuple[str, ...]
 ) -> tuple[str, set[str], set[str]]:
@@ -40,10 +100,8 @@ def assert_caught(
     integrity check's name, or several of which one must appear) among the stages' statuses and failed checks.
     Returns the observation, the names of ``expected`` and the names of the failed integrity checks."""
     names = {expected} if isinstance(expected, str) else set(expected)
-    env.reset(options={"task_id": RELU})
-    write_all(env, files)
-    obs, reward, terminated, _, info = env.step(tool_call("submit"))
-    assert terminated and info["tier"] == -1 and reward == -1, obs
+    obs, reward, info = submit_files(env, RELU, files)
+    assert info["tier"] == -1 and reward == -1, obs
     result = info["result"]
     statuses = {result["status"], *(r["status"] for r in (result["verify"], result["profile"]) if r)}
     failed = {f["check"] for f in result["integrity"] if not f["passed"]}

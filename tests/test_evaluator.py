@@ -123,7 +123,14 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
         cached = evaluator._cached_baselines()
         assert cached is not None and cached["eager_ms"] > 0 and cached["compile_ms"] > 0
         marks = evaluator.ahead_marks  # the preparation's timeline, in the order its steps happen
-        steps = ["reference_loaded", "compile_started", "compiler_imported", "compile_done", "baselines_timed"]
+        steps = [
+            "reference_loaded",
+            "compile_started",
+            "input_verdict",
+            "compiler_imported",
+            "compile_done",
+            "baselines_timed",
+        ]
         assert list(marks) == steps
         # the compile began with the imports the preload started (preload_compiler "auto" while preparing ahead),
         # at once when they were done by then (the mark is taken after the round trip that started it)

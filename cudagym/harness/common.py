@@ -12,7 +12,7 @@ import sys
 import time
 import traceback
 import types
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 # environment variables the evaluator sets for a candidate process (cudagym imports them from here)
@@ -124,18 +124,26 @@ def describe_exception(exc: BaseException) -> dict[str, str]:
     return {"type": type(exc).__name__, "message": str(exc)[:4000], "traceback": text[-6000:], "cuda": cuda_fault}
 
 
-def to_device(value: Any, device: str, dtype: Any = None) -> Any:
-    """Moves tensors (also inside lists/tuples) to ``device``, casting floating ones to ``dtype``."""
+def map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:
+    """``value`` with every tensor in it (also inside lists and tuples, which keep their type) replaced by ``fn`` of
+    it; anything else as it is."""
     import torch
 
     if isinstance(value, torch.Tensor):
-        value = value.to(device)
-        if dtype is not None and value.is_floating_point():
-            value = value.to(dtype)
-        return value
+        return fn(value)
     if isinstance(value, (list, tuple)):
-        return type(value)(to_device(v, device, dtype) for v in value)
+        return type(value)(map_tensors(v, fn) for v in value)
     return value
+
+
+def to_device(value: Any, device: str, dtype: Any = None) -> Any:
+    """Moves tensors (also inside lists/tuples) to ``device``, casting floating ones to ``dtype``."""
+
+    def move(tensor: Any) -> Any:
+        tensor = tensor.to(device)
+        return tensor.to(dtype) if dtype is not None and tensor.is_floating_point() else tensor
+
+    return map_tensors(value, move)
 
 
 def synchronize(device: str) -> None:

@@ -23,12 +23,14 @@ from common import (
     configure_threads,
     describe_exception,
     load_module,
+    map_tensors,
     seed_everything,
     synchronize,
     to_device,
     warmup_slot,
 )
-from compare import compare_tensor, flatten
+from compare import flatten
+from shortcuts import shortcut_report
 from stages import time_candidate, verify
 from timing import TimingConfig, time_callable
 
@@ -449,65 +451,21 @@ class ReferenceServer:
     def check_task(
         self, seeds: list[int], kinds: list[str], atol: float, rtol: float, timing: dict[str, Any]
     ) -> dict[str, Any]:
-        """Properties of the reference itself: determinism, finiteness, and whether a shortcut passes.
-
-        For each input set: the output twice (determinism), then whether zeros, the output's mean as a
-        constant, or any input of the output's shape would pass the tolerance, and whether the output
-        of the previous input set would (an output that does not depend on the inputs).
-        """
-        import torch
-
-        report: dict[str, Any] = {
-            "deterministic": True,
-            "finite": True,
-            "zeros": [],
-            "constant": [],
-            "input": [],
-            "independent": [],
-            "kinds": kinds,
-        }
-        previous = None
-        for seed, kind in zip(seeds, kinds, strict=True):
-            inputs = to_device(self.draw_inputs(seed, kind), self.device, self.dtype)
-            with torch.no_grad():
-                first = _detach(self.model(*inputs))
-                second = _detach(self.model(*inputs))
-            items, again = flatten(first) or [], flatten(second) or []
-            tensors = [t for t in items if isinstance(t, torch.Tensor) and t.is_floating_point()]
-            report["deterministic"] &= all(
-                torch.equal(a, b) for a, b in zip(items, again, strict=True) if isinstance(a, torch.Tensor)
-            )
-            report["finite"] &= all(bool(torch.isfinite(t).all()) for t in tensors)
-
-            def passes(fake: list[Any], real: list[Any] = tensors) -> bool:
-                return all(compare_tensor(t, f, atol, rtol)["passed"] for t, f in zip(real, fake, strict=True))
-
-            report["zeros"].append(bool(tensors) and passes([torch.zeros_like(t) for t in tensors]))
-            report["constant"].append(
-                bool(tensors) and passes([torch.full_like(t, float(t.double().mean())) for t in tensors])
-            )
-            same_shape = [
-                x
-                for x in inputs
-                if isinstance(x, torch.Tensor)
-                and len(tensors) == 1
-                and x.shape == tensors[0].shape
-                and x.dtype == tensors[0].dtype
-            ]
-            report["input"].append(any(passes([x]) for x in same_shape))
-            report["independent"].append(
-                bool(tensors)
-                and previous is not None
-                and len(previous) == len(tensors)
-                and all(p.shape == t.shape for p, t in zip(previous, tensors, strict=True))
-                and passes(previous)
-            )
-            previous = tensors
-            self.inputs["check"] = inputs
+        """Properties of the reference itself (``cudagym tasks check``): for each input set the output twice
+        (determinism), whether it is finite and whether a shortcut passes (``shortcuts.shortcut_report``); then the
+        eager time on the last set."""
+        report, last = shortcut_report(self.model, self._drawn, seeds, kinds, atol, rtol, twice=True)
+        self.inputs["check"] = last
         self._await_background_compile()  # timed alone (see ``baseline``)
         eager = time_callable(lambda: self.model(*self.inputs["check"]), self.device, TimingConfig(**timing))
         self.inputs.pop("check", None)
         report["eager_ms"] = eager.median_ms
+        return {"ok": True, "report": report}
+
+    def shortcuts(self, seeds: list[int], kinds: list[str], atol: float, rtol: float) -> dict[str, Any]:
+        """Whether a shortcut passes on one input set per ``(seed, kind)`` (``shortcuts.shortcut_report``): the input
+        probe that decides which input kinds verification draws (``cudagym/input_probe.py``)."""
+        report, _ = shortcut_report(self.model, self._drawn, seeds, kinds, atol, rtol, twice=False)
         return {"ok": True, "report": report}
 
     def drop(self, key: str) -> dict[str, Any]:
@@ -542,24 +500,8 @@ class ReferenceServer:
             self.channel.send(**reply)
 
 
-def _detach(value: Any) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.detach().clone()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_detach(v) for v in value)
-    return value
-
-
 def _cpu(value: Any) -> Any:
-    import torch
-
-    if isinstance(value, torch.Tensor):
-        return value.detach().cpu()
-    if isinstance(value, (list, tuple)):
-        return type(value)(_cpu(v) for v in value)
-    return value
+    return map_tensors(value, lambda tensor: tensor.detach().cpu())
 
 
 def _all_finite(value: Any) -> bool:

@@ -28,13 +28,16 @@ part of them). Their fixtures: ``test_runtime_hacks.py`` on the CPU with every s
 8, 10, 13, 14, 15, 17, 19, 21), ``tests/gpu/test_gpu_integrity.py`` (13, 16, 19 on the GPU),
 ``tests/gpu/test_cuda_backend.py`` (5 side streams timed in full, 9 NaN-poisoned memory),
 ``tests/envs/test_faults.py`` (24: no network; 17: edited fixed files), the task checks in
-``tests/tasks`` (11); 23 (roofline) and the GPU decoy (4, own-kernel share) are checked on every GPU profile
-but have no fixture that trips them; 12 (precision inside kernels) is the tolerance's job:
+``tests/tasks`` (11) and ``test_degenerate_tasks.py`` (10 and 11 on degenerate tasks: a copy kernel on ReLU over
+[0, 1) inputs fails once the input probe adds signed inputs, a task no input kind saves is capped at tier 1);
+23 (roofline) and the GPU decoy (4, own-kernel share) are checked on every GPU profile but have no fixture that
+trips them; 12 (precision inside kernels) is the tolerance's job:
 
 * 4 a decoy that calls the extension but computes elsewhere (profiler coverage of own kernels);
   5 side-stream work (full-device-synchronised timing); 9 stale memory holding the reference's result
   (separate reference process, poisoned memory); 10 constant or identity kernels in C++ (several random
-  inputs); 11 near-zero outputs (task checks, signed normal inputs); 12 lower precision inside kernels
+  inputs, and the input kinds the input probe adds); 11 near-zero outputs (task checks, the input probe's kinds,
+  the tier cap of degenerate tasks); 12 lower precision inside kernels
   (tolerance, input ranges); 13 caching by pointer or shape, including a C++ ``static`` map (fresh inputs
   written into the same buffers, timed output re-checked); 14 shape manipulation (inputs and sizes come
   from the reference process); 15 precomputed answers from a known seed (secret seeds); 16 test-phase

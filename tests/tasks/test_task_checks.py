@@ -1,4 +1,5 @@
-"""`cudagym tasks check`: degenerate KernelBench tasks are flagged, the built-in ones are not."""
+"""`cudagym tasks check`: degenerate KernelBench tasks are flagged, the input kinds that close their shortcuts are
+found and stored (the loader then marks the tasks), the built-in ones are not flagged."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ QUICK = EvalConfig(timing=TimingConfig(warmup=1, warmup_seconds=0.0, min_reps=3,
 def kernelbench_checks(kernelbench_dir) -> dict[str, TaskCheck]:
     ids = ["kernelbench/level1/19_ReLU", "kernelbench/level1/23_Softmax", "kernelbench/level1/21_Sigmoid",
            "kernelbench/level1/32_HardTanh"]  # fmt: skip
-    tasks = load("kernelbench", path=str(kernelbench_dir), ids=ids)
-    results = check_tasks(tasks, resolve_backend("cpu"), runs=2, overrides=SMALL, config=QUICK)
+    tasks = load("kernelbench", path=str(kernelbench_dir), ids=ids, sizes=SMALL)
+    results = check_tasks(tasks, resolve_backend("cpu"), runs=2, config=QUICK)
     return {r.task_id: r for r in results}
 
 
@@ -33,6 +34,26 @@ def test_degenerate_kernelbench_tasks_are_flagged(kernelbench_checks: dict[str, 
     assert softmax.zeros_pass and softmax.degenerate  # outputs ~1/4096, far below atol=1e-2
     sigmoid = kernelbench_checks["kernelbench/level1/21_Sigmoid"]
     assert not sigmoid.flagged and sigmoid.deterministic and sigmoid.eager_ms > 0
+
+
+def test_the_input_kinds_that_close_them_are_chosen(kernelbench_checks: dict[str, TaskCheck]) -> None:
+    for name in ("19_ReLU", "32_HardTanh"):  # signed values tell ReLU and HardTanh from the identity
+        check = kernelbench_checks[f"kernelbench/level1/{name}"]
+        assert check.inputs is not None and check.inputs.kinds == ("normal", "task"), check.inputs
+        assert not check.inputs.degenerate and "signed normal inputs close it" in check.verdict
+    # a softmax over 4096 values stays near the tolerance on signed normal inputs: large magnitudes make it peak
+    softmax = kernelbench_checks["kernelbench/level1/23_Softmax"].inputs
+    assert softmax is not None and softmax.added == ("large",) and not softmax.degenerate, softmax
+    sigmoid = kernelbench_checks["kernelbench/level1/21_Sigmoid"].inputs
+    assert sigmoid is not None and sigmoid.kinds == ("task",) and not sigmoid.shortcuts
+
+
+def test_the_loader_marks_checked_tasks(kernelbench_dir, kernelbench_checks: dict[str, TaskCheck]) -> None:
+    [relu] = load("kernelbench", path=str(kernelbench_dir), ids=["kernelbench/level1/19_ReLU"], sizes=SMALL)
+    assert relu.metadata.input_verdicts["cpu"] == kernelbench_checks[relu.id].inputs
+    assert relu.metadata.input_verdicts["cuda"].kinds == ("normal", "task")  # the same source: the same verdict
+    [native] = load("kernelbench", path=str(kernelbench_dir), ids=["kernelbench/level1/19_ReLU"])
+    assert not native.metadata.input_verdicts  # its native sizes were not checked: nothing is claimed
 
 
 def test_report_table(kernelbench_checks: dict[str, TaskCheck]) -> None:
