@@ -46,8 +46,7 @@ class WriteFile(Tool):
 
 
 class EditFile(Tool):
-    """Replace one exact occurrence of old_string by new_string in a workspace file (text copied from read_file
-    matches as shown there, escapes included)."""
+    """Replace one exact occurrence of old_string by new_string in a workspace file (as read_file shows it)."""
 
     model_config = ConfigDict(title="edit_file")
     path: str = Field(description="Workspace-relative path of a writable file")
@@ -56,8 +55,7 @@ class EditFile(Tool):
 
 
 class ReadFile(Tool):
-    """Read a workspace file (any file, including the fixed ones), with line numbers; characters outside printable
-    ASCII are shown as \\uXXXX escapes."""
+    """Read a workspace file (any file, including the fixed ones), with line numbers; non-ASCII shown as \\uXXXX."""
 
     model_config = ConfigDict(title="read_file")
     path: str = Field(description="Workspace-relative path")

@@ -86,7 +86,7 @@ class CudaKernelToolEnv:
         return self._call("write_file", path=path, content=content)
 
     def edit_file(self, path: str, old_string: str, new_string: str) -> str:
-        """Replace one exact occurrence of old_string by new_string in a workspace file.
+        """Replace one exact occurrence of old_string by new_string in a workspace file (as read_file shows it).
 
         Args:
             path: Workspace-relative path of a writable file
@@ -96,7 +96,7 @@ class CudaKernelToolEnv:
         return self._call("edit_file", path=path, old_string=old_string, new_string=new_string)
 
     def read_file(self, path: str, offset: int = 1, limit: int = 400) -> str:
-        """Read a workspace file (any file, including the fixed ones), with line numbers.
+        """Read a workspace file (any file, including the fixed ones), with line numbers; non-ASCII shown as \\uXXXX.
 
         Args:
             path: Workspace-relative path

@@ -203,7 +203,8 @@ def test_work_spread_over_more_threads_than_allowed_is_charged_as_the_allowed_on
 
 
 # the work done in a child process that ends before the candidate is frozen again: its run time is in no clock left
-# to read, so the handshake is charged its interval (harness/cputime.py); thirty passes make the work dwarf the copy
+# to read, so the handshake is charged its interval (harness/cputime.py); ten passes through a volatile pointer (which
+# the compiler may not fold into one) make the child's work dwarf the parent's copy
 IN_A_PROCESS_THAT_ENDS = """#include <cstring>
 #include <sys/mman.h>
 #include <sys/wait.h>
@@ -216,8 +217,9 @@ torch::Tensor relu_forward(torch::Tensor x) {
   const float* in = x.data_ptr<float>();
   pid_t child = fork();
   if (child == 0) {
-    for (int pass = 0; pass < 30; ++pass)
-      for (int64_t i = 0; i < n; ++i) shared[i] = in[i] > 0.0f ? in[i] : 0.0f;
+    volatile float* out = shared;
+    for (int pass = 0; pass < 10; ++pass)
+      for (int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.0f ? in[i] : 0.0f;
     _exit(0);
   }
   waitpid(child, nullptr, 0);
@@ -232,7 +234,7 @@ def test_work_in_a_process_that_ends_within_the_call_is_charged(env: CudaKernelE
     write_all(env, binding(IN_A_PROCESS_THAT_ENDS))
     obs, _, _, _, info = env.step(tool_call("profile"))
     assert info["status"] == "ok", obs
-    assert info["result"]["candidate_ms"] > 10 * honest_ms, (info["result"]["candidate_ms"], honest_ms)
+    assert info["result"]["candidate_ms"] > 4 * honest_ms, (info["result"]["candidate_ms"], honest_ms)
 
 
 @pytest.mark.parametrize("forgery", list(FORGERIES))
