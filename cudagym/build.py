@@ -3,10 +3,12 @@
 Every translation unit's object is cached under a hash of everything that can change it (compiler,
 flags, the file, every header of the workspace); a whole build is cached under the hash of its
 objects and link flags. Binding files (those including torch headers) are compiled against a
-precompiled header of the torch binding headers, built once per toolchain. Compilers run in parallel
-with the C locale, in a fresh directory, under a timeout; they never run the agent's code. Where the machine
-allows it they run in the compiler sandbox (``cudagym.compiler_sandbox``): a private root that shows the toolchain,
-the workspace and the cache folders each command needs, nothing else, and no network (``Builder.isolation``).
+precompiled header of the torch binding headers, built once per toolchain and flags. The cache stays bounded: the
+builder marks every entry it serves as used and sweeps the least recently used ones (``cudagym.cache_bound``).
+Compilers run in parallel with the C locale, in a fresh directory, under a timeout; they never run the agent's code.
+Where the machine allows it they run in the compiler sandbox (``cudagym.compiler_sandbox``): a private root that
+shows the toolchain, the workspace and the cache folders each command needs, nothing else, and no network
+(``Builder.isolation``).
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Literal
 
-from cudagym import compiler_jail
+from cudagym import cache_bound, compiler_jail
 from cudagym.backends import Backend, Toolchain, find_toolchain
+from cudagym.cache_bound import CacheLimits
 from cudagym.compiler_sandbox import CompilerIsolation, CompilerSandbox
 from cudagym.results import CompileResult, KernelResources, Stage, Status
 from cudagym.text import clean
@@ -72,6 +75,8 @@ class BuildOptions:
     # the compiler sandbox (cudagym.compiler_sandbox): True or "auto": wherever the machine allows it (else the
     # compiler runs with the user's reach, and Builder.isolation.notes says why); False: never
     sandbox: bool | Literal["auto"] = "auto"
+    # how large the cache may grow: least recently used builds, objects and headers go first (cudagym.cache_bound)
+    cache_limits: CacheLimits = dataclasses.field(default_factory=CacheLimits)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -209,17 +214,25 @@ class Builder:
 
     # -- precompiled header ------------------------------------------------------------------------
 
+    def pch_folder(self) -> Path:
+        """Where the precompiled header of this toolchain and these flags lives: one folder per compiler binary,
+        torch version, header text and flags, however the compiler and the include folders are spelled (``g++``,
+        ``/usr/bin/g++`` and a symlink to it share one)."""
+        flags = [_real_path(flag) for flag in self.binding_base_flags()]
+        key = _sha(compiler_identity(self.toolchain.cxx), self.toolchain.torch_version, PCH_HEADER, *flags)[:20]
+        return self.cache_dir / "pch" / key
+
     def precompiled_header(self) -> Path | None:
         """The PCH of the binding headers for these flags, built once (under a file lock) and shared."""
         if not self.options.use_pch:
             return None
         flags = self.binding_base_flags()
-        key = _sha(self.toolchain.cxx, self.toolchain.torch_version, PCH_HEADER, *flags)[:20]
-        folder = _atomic_dir(self.cache_dir / "pch" / key)
+        folder = _atomic_dir(self.pch_folder())
         header = folder / "cudagym_pch.h"
         gch = folder / "cudagym_pch.h.gch"
         failed = folder / "FAILED"
         if gch.exists():
+            cache_bound.touch(folder)
             return header
         if failed.exists():
             return None
@@ -237,6 +250,7 @@ class Builder:
                 tmp.unlink(missing_ok=True)
                 return None
             tmp.rename(gch)
+        cache_bound.maybe_sweep(self.cache_dir, self.options.cache_limits)
         return header
 
     # -- build -------------------------------------------------------------------------------------
@@ -265,6 +279,7 @@ class Builder:
         artifact = self.builds_dir / build_key[:32] / f"{EXTENSION_NAME}.so"
         ptxas_logs = {u.source.name: self.objects_dir / f"{u.key}.log" for u in units if u.kind == "cu"}
         if artifact.exists():
+            cache_bound.touch(artifact.parent)
             return CompileResult(
                 stage=Stage.COMPILE,
                 status=Status.OK,
@@ -277,6 +292,9 @@ class Builder:
                 kernels=_resources(ptxas_logs),
             )
         todo = [u for u in units if not (self.objects_dir / f"{u.key}.o").exists()]
+        for unit in units:
+            if unit not in todo:
+                cache_bound.touch(self.objects_dir / f"{unit.key}.o")
         outputs = self._compile_all(todo, ws)
         failures = [(u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code != 0]
         warnings = [(u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code == 0 and out.strip()]
@@ -299,6 +317,7 @@ class Builder:
                 objects_reused=len(units) - len(todo),
             )
         code, link_out = self._link(units, artifact)
+        cache_bound.maybe_sweep(self.cache_dir, self.options.cache_limits)
         if code != 0:
             link_diag = clean(link_out, self.options.diagnostics_chars, replace_paths=replace)
             return CompileResult(
@@ -338,7 +357,7 @@ class Builder:
             out = Path(tmp) / "out.o"
             command = [*unit.command, "-o", str(out)]
             launcher = ccache_path() if self.options.ccache else None
-            extra = ccache_env(self.cache_dir, ws) if launcher else None
+            extra = ccache_env(self.cache_dir, ws, self.options.cache_limits) if launcher else None
             writable = []
             if extra is not None:
                 writable.append(_atomic_dir(Path(extra["CCACHE_DIR"])))
@@ -415,6 +434,23 @@ class _SetupError(Exception):
     pass
 
 
+def compiler_identity(cxx: str) -> str:
+    """The compiler binary ``cxx`` names, however spelled: its resolved path, size and modification time (a
+    reinstalled compiler is another one)."""
+    found = shutil.which(cxx) or cxx
+    real = os.path.realpath(found)
+    try:
+        info = os.stat(real)
+    except OSError:
+        return real
+    return f"{real}:{info.st_size}:{info.st_mtime_ns}"
+
+
+def _real_path(flag: str) -> str:
+    """``flag`` resolved through symlinks where it is an absolute path (an ``-isystem`` folder), else as it is."""
+    return os.path.realpath(flag) if flag.startswith("/") else flag
+
+
 def _fail(status: Status, message: str, start: float) -> CompileResult:
     return CompileResult(
         stage=Stage.COMPILE, status=status, message=message, seconds=time.monotonic() - start, diagnostics=message
@@ -460,12 +496,14 @@ def ccache_path() -> str | None:
     return shutil.which("ccache")
 
 
-def ccache_env(cache_dir: Path, workspace: Path) -> dict[str, str]:
-    """ccache's settings for one compile: its cache beside cudagym's (unless the user set ``CCACHE_DIR``), paths
-    under the workspace hashed as relative ones (so another workspace with the same files hits), and the
-    sloppiness a precompiled header and freshly written files need to be cached at all."""
+def ccache_env(cache_dir: Path, workspace: Path, limits: CacheLimits | None = None) -> dict[str, str]:
+    """ccache's settings for one compile: its cache beside cudagym's (unless the user set ``CCACHE_DIR``) and held to
+    ``limits.ccache_max_size`` (unless the user set ``CCACHE_MAXSIZE``), paths under the workspace hashed as relative
+    ones (so another workspace with the same files hits), and the sloppiness a precompiled header and freshly written
+    files need to be cached at all."""
     return {
         "CCACHE_DIR": os.environ.get("CCACHE_DIR") or str(cache_dir / "ccache"),
+        "CCACHE_MAXSIZE": os.environ.get("CCACHE_MAXSIZE") or (limits or CacheLimits()).ccache_max_size,
         "CCACHE_BASEDIR": str(workspace),
         "CCACHE_NOHASHDIR": "1",
         "CCACHE_SLOPPINESS": "pch_defines,time_macros,include_file_mtime,include_file_ctime",

@@ -16,6 +16,7 @@ import re
 import shutil
 import stat
 import tempfile
+import weakref
 from pathlib import Path, PurePosixPath
 
 from cudagym.text import find_shown, unescape
@@ -60,6 +61,9 @@ class Workspace:
     ) -> None:
         self.limits = limits or WorkspaceLimits()
         self.path = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=root_dir)).resolve()
+        # removes the directory when the workspace is dropped (or at exit) without remove(): an env whose close() an
+        # exception skipped leaves nothing in /tmp
+        self._finalizer = weakref.finalize(self, _remove_tree, self.path)
         (self.path / "kernels").mkdir()
         self._fixed_content: dict[str, bytes] = {
             "model.py": model_source.encode(),
@@ -278,10 +282,15 @@ class Workspace:
 
     def remove(self) -> None:
         """Deletes the workspace directory (idempotent)."""
-        if self.path.exists():
-            for root, dirs, files in os.walk(self.path):
-                for name in dirs + files:
-                    p = os.path.join(root, name)
-                    if not os.path.islink(p):
-                        os.chmod(p, stat.S_IRWXU)
-            shutil.rmtree(self.path, ignore_errors=True)
+        self._finalizer()
+
+
+def _remove_tree(path: Path) -> None:
+    """Deletes a workspace directory, read-only files included (they are made writable first)."""
+    if path.exists():
+        for root, dirs, files in os.walk(path):
+            for name in dirs + files:
+                p = os.path.join(root, name)
+                if not os.path.islink(p):
+                    os.chmod(p, stat.S_IRWXU)
+        shutil.rmtree(path, ignore_errors=True)

@@ -20,7 +20,8 @@ model. Each ``step`` takes one tool call as text and returns what the tool said:
   with reward 0.0 and ``info["harness_error"]`` saying why, so that a trainer can drop the sample; it never raises.
 
 A malformed action is an observation saying what was wrong; it never raises and never ends the
-episode by itself. ``close()`` removes the workspace and stops every child process.
+episode by itself. ``close()`` removes the workspace and stops every child process; a dropped env's workspace
+goes with it (a finaliser), also when an exception skipped ``close()``.
 """
 
 from __future__ import annotations

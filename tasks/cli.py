@@ -25,6 +25,7 @@ from cudagym.tasks.task import Task, TaskSet
 
 DEFAULT_TASK_SET = "builtin"
 OPS_WIDTH = 60
+COLUMN_CAP = 48  # the widest a column of `tasks list` is padded to
 
 
 @dataclasses.dataclass(frozen=True)
@@ -95,8 +96,10 @@ def _load(args: argparse.Namespace, name: str, **filters: Any) -> TaskSet:
     return load(name, **options)
 
 
-def _format_table(rows: Sequence[Sequence[str]]) -> str:
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+def _format_table(rows: Sequence[Sequence[str]], cap: int = COLUMN_CAP) -> str:
+    """Columns as wide as their longest cell, at most ``cap``: a longer cell is printed whole and pushes the rest of
+    its own row to the right, so one long id does not pad every other row."""
+    widths = [min(cap, max(len(row[i]) for row in rows)) for i in range(len(rows[0]))]
     lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return "\n".join(lines)
@@ -125,7 +128,11 @@ def _run_list(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def _configure_show(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("id", metavar="ID", help="task id, e.g. kernelbench/level1/19_ReLU")
+    parser.add_argument(
+        "id",
+        metavar="ID",
+        help="task id, e.g. kernelbench/level1/19_ReLU, or a short name that matches one task (softmax, 19_ReLU)",
+    )
     _add_source_options(parser, default_set=None)
     add_sizes_option(parser)
 
@@ -159,15 +166,18 @@ def describe_task(task: Task) -> str:
 
 def _run_show(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
-    name = args.task_set or args.id.split("/", 1)[0]
+    prefix = args.id.split("/", 1)[0]
+    name = args.task_set or (prefix if "/" in args.id and prefix in registered_names() else DEFAULT_TASK_SET)
     tasks = _load(args, name)
-    print(describe_task(tasks.get(args.id)), file=out)
+    print(describe_task(tasks.find(args.id)), file=out)
     return 0
 
 
 def _configure_check(parser: argparse.ArgumentParser) -> None:
     _configure_list(parser)
-    parser.add_argument("--ids", action="append", metavar="ID", help="check only this task (repeatable)")
+    parser.add_argument(
+        "--ids", action="extend", nargs="+", metavar="ID", help="check only these tasks (several, or repeat --ids)"
+    )
     parser.add_argument("--backend", default="cpu", choices=("auto", "cpu", "cuda"), help="where references run")
     parser.add_argument("--runs", type=int, default=3, help="input sets per distribution (default 3)")
     add_sizes_option(parser)

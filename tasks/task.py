@@ -245,3 +245,19 @@ class TaskSet(Sequence[Task]):
             close = difflib.get_close_matches(task_id, self._by_id, n=3)
             hint = f" Did you mean: {', '.join(close)}?" if close else ""
             raise KeyError(f"no task {task_id!r} in task set {self.name!r}.{hint}") from None
+
+    def find(self, query: str) -> Task:
+        """The task a user means by ``query``: its id, else the one task whose id ends in ``/query`` or whose name
+        is ``query`` (``softmax`` for ``builtin/softmax``; case is ignored where nothing matches exactly). A
+        KeyError names every match when several do, and the closest ids when none does."""
+        if query in self._by_id:
+            return self._by_id[query]
+        for fold in (str, str.casefold):
+            wanted = fold(query)
+            matches = [t for t in self._tasks if fold(t.name) == wanted or fold(t.id).endswith("/" + wanted)]
+            if len(matches) == 1:
+                return matches[0]
+            if matches:
+                names = ", ".join(t.id for t in matches)
+                raise KeyError(f"{query!r} is ambiguous in task set {self.name!r}: it matches {names}; give the id")
+        return self.get(query)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 import pytest
@@ -11,23 +13,55 @@ import pytest
 from cudagym.evaluator import EvalConfig
 from cudagym.harness.timing import TimingConfig
 
-
 # One cache for the session (and for the subprocesses tests start): compiled objects, the precompiled
-# header and measured baselines are shared by every test instead of being rebuilt.
-# Under pytest-xdist (``-n 2``) the workers of one run share it through the run's id.
-def _session_cache() -> Path:
+# header and measured baselines are shared by every test instead of being rebuilt. A cache the run made is removed
+# when it ends (``pytest_sessionfinish``); one named by $CUDAGYM_TEST_CACHE_DIR is the caller's and stays.
+# Under pytest-xdist (``-n 2``) the workers of one run share it through the run's id, and the controller removes it.
+SHARED_PREFIX = "cudagym-test-cache-"
+
+
+def _shared_cache(run: str) -> Path:
+    """The cache the workers of the xdist run ``run`` share."""
+    return Path(tempfile.gettempdir()) / f"{SHARED_PREFIX}{run}"
+
+
+def _session_cache() -> tuple[Path, bool]:
+    """The session's cache folder, and whether this process made it (and so removes it)."""
     if os.environ.get("CUDAGYM_TEST_CACHE_DIR"):
-        return Path(os.environ["CUDAGYM_TEST_CACHE_DIR"])
+        return Path(os.environ["CUDAGYM_TEST_CACHE_DIR"]), False
     run = os.environ.get("PYTEST_XDIST_TESTRUNUID")
     if run:
-        shared = Path(tempfile.gettempdir()) / f"cudagym-test-cache-{run}"
+        shared = _shared_cache(run)
         shared.mkdir(exist_ok=True)
-        return shared
-    return Path(tempfile.mkdtemp(prefix="cudagym-test-cache-"))
+        return shared, False
+    return Path(tempfile.mkdtemp(prefix=SHARED_PREFIX)), True
 
 
-_CACHE = _session_cache()
+_CACHE, _OWNED = _session_cache()
 os.environ["CUDAGYM_CACHE_DIR"] = str(_CACHE)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Gives an xdist run its id here, where the controller can remember it, so that it can remove the workers'
+    shared cache at the end."""
+    if (
+        hasattr(config.option, "testrunuid")
+        and config.option.testrunuid is None
+        and "PYTEST_XDIST_WORKER" not in os.environ
+    ):
+        config.option.testrunuid = uuid.uuid4().hex
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Removes the caches this run made: its own, and (in the xdist controller) the one its workers shared."""
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    if _OWNED:
+        shutil.rmtree(_CACHE, ignore_errors=True)
+    run = getattr(session.config.option, "testrunuid", None)
+    if run and not os.environ.get("CUDAGYM_TEST_CACHE_DIR"):
+        shutil.rmtree(_shared_cache(run), ignore_errors=True)
+
 
 FAST_TIMING = TimingConfig(warmup=2, warmup_seconds=0.02, min_reps=5, max_reps=50, budget_seconds=0.2)
 

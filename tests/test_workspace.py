@@ -6,6 +6,7 @@ import os
 
 import pytest
 
+from cudagym.evaluator import EvalConfig
 from cudagym.workspace import FIXED_FILES, Workspace, WorkspaceError, WorkspaceLimits
 
 
@@ -128,4 +129,30 @@ def test_listing_and_remove(ws: Workspace) -> None:
     path = ws.path
     ws.remove()
     ws.remove()
+    assert not path.exists()
+
+
+def test_a_dropped_workspace_removes_its_directory() -> None:
+    import gc
+
+    workspace = Workspace("x = 1\n", "do it")
+    workspace.write("kernels/k.cpp", "int k;\n")
+    path = workspace.path
+    del workspace
+    gc.collect()
+    assert not path.exists()
+
+
+def test_a_dropped_env_without_close_removes_its_workspace(fast_config: EvalConfig) -> None:
+    import gc
+
+    from cudagym.envs import CudaKernelEnv
+
+    env = CudaKernelEnv(backend="cpu", eval_config=fast_config)
+    env.reset(options={"task_id": "builtin/relu"})
+    assert env.workspace is not None
+    path = env.workspace.path
+    assert path.is_dir()
+    del env  # as when an exception skips close()
+    gc.collect()
     assert not path.exists()

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 from pathlib import Path
 
 import pytest
 
 from cudagym.tasks import cli
+from cudagym.tasks.task import Task, TaskSet
 
 
 def _run(argv: list[str]) -> int:
@@ -93,3 +95,39 @@ def test_extension_point(monkeypatch: pytest.MonkeyPatch, capsys: pytest.Capture
     assert capsys.readouterr().out == "checked strict=True\n"
     with pytest.raises(ValueError, match="already exists"):
         cli.register_tasks_command(cli.TasksCommand("list", "again", configure, run))
+
+
+def test_check_takes_several_ids_after_one_flag(monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: list[list[str]] = []
+
+    def run(args: argparse.Namespace) -> int:
+        seen.append(args.ids)
+        return 0
+
+    monkeypatch.setattr(cli, "TASKS_COMMANDS", [dataclasses.replace(cli.TASKS_COMMANDS[2], run=run)])
+    assert _run(["tasks", "check", "--ids", "builtin/relu", "builtin/elu", "--ids", "builtin/glu"]) == 0
+    assert seen == [["builtin/relu", "builtin/elu", "builtin/glu"]]
+
+
+def test_show_takes_a_short_name(kernelbench_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert _run(["tasks", "show", "softmax"]) == 0
+    assert "id:             builtin/softmax\n" in capsys.readouterr().out
+    rc = _run(["tasks", "show", "19_ReLU", "--task-set", "kernelbench", "--path", str(kernelbench_dir)])
+    assert rc == 0 and "id:             kernelbench/level1/19_ReLU\n" in capsys.readouterr().out
+
+
+def test_an_ambiguous_short_name_names_its_matches() -> None:
+    tasks = TaskSet("mine", [Task(id=f"mine/level{i}/relu", name="relu", source="") for i in (1, 2)])
+    with pytest.raises(KeyError, match=r"ambiguous.*mine/level1/relu, mine/level2/relu"):
+        tasks.find("relu")
+    assert tasks.find("mine/level2/relu").id == "mine/level2/relu"
+    with pytest.raises(KeyError, match="Did you mean"):
+        tasks.find("mine/level3/relu")
+
+
+def test_list_columns_are_capped(capsys: pytest.CaptureFixture[str]) -> None:
+    rows = [("id", "name"), ("x" * 100, "long"), ("short", "s")]
+    lines = cli._format_table(rows, cap=10).splitlines()
+    assert lines[1] == "-" * 10 + "  " + "-" * 4
+    assert lines[2] == "x" * 100 + "  long"  # the long cell is whole and pushes only its own row
+    assert lines[3] == "short       s"
