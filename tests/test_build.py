@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import subprocess
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -23,6 +24,11 @@ from cudagym.workspace import Workspace
 
 RELU = load("builtin").get("builtin/relu")
 KERNEL = "kernels/relu.cpp"
+
+
+def unique() -> str:
+    """A token no earlier run wrote: edits made of it are new to any cache, a reused one included."""
+    return "u" + uuid.uuid4().hex[:12]
 
 
 def relu_workspace(root: Path) -> Workspace:
@@ -49,7 +55,7 @@ def test_only_the_edited_kernel_is_compiled_again_and_an_unchanged_build_is_reus
     again = builder.build(workspace)
     assert again.cached and again.artifact == first.artifact
 
-    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\n// edited in {tmp_path.name}\n")
+    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\n// edited in {unique()}\n")
     edited = builder.build(workspace)
     assert edited.status is Status.OK and not edited.cached
     assert (edited.objects_compiled, edited.objects_reused) == (1, units - 1)
@@ -67,7 +73,7 @@ def test_the_same_files_in_another_workspace_reuse_the_build(builder: Builder, t
 def test_a_workspace_header_invalidates_the_objects(builder: Builder, tmp_path: Path) -> None:
     workspace = relu_workspace(tmp_path)
     assert builder.build(workspace).status is Status.OK
-    workspace.write("kernels/tuning.h", f"#define CUDAGYM_TEST_TUNING {len(str(tmp_path))}\n")
+    workspace.write("kernels/tuning.h", f"#define CUDAGYM_TEST_TUNING_{unique()} 1\n")
     rebuilt = builder.build(workspace)
     assert rebuilt.status is Status.OK and rebuilt.objects_reused == 0 and rebuilt.objects_compiled == 3
 
@@ -119,7 +125,7 @@ def test_compiles_go_through_ccache_which_serves_an_edit_the_object_cache_cannot
     if build.ccache_path() is None:
         pytest.skip("ccache is not installed on this machine (.ci/run installs it)")
     workspace = relu_workspace(tmp_path)
-    source = (workspace.path / KERNEL).read_text() + f"\nstatic const int cudagym_test_{tmp_path.name} = 1;\n"
+    source = (workspace.path / KERNEL).read_text() + f"\nstatic const int cudagym_test_{unique()} = 1;\n"
     workspace.write(KERNEL, source)  # new to both caches
     assert builder.build(workspace).status is Status.OK
     before = _ccache_stats(builder.cache_dir)
@@ -146,7 +152,7 @@ def test_without_ccache_the_compiler_runs_itself(
     monkeypatch.setattr(build, "ccache_path", lambda: "/nonexistent/ccache")
     off = Builder(resolve_backend("cpu"), cache_dir=cache_dir, options=build.BuildOptions(ccache=False))
     workspace = relu_workspace(tmp_path)
-    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int t_{tmp_path.name} = 1;\n")
+    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int t_{unique()} = 1;\n")
     assert off.build(workspace).status is Status.OK  # BuildOptions(ccache=False): the path above is never used
     compiles = [c for c in calls if "-c" in c]
     assert compiles and all(c[0] != "/nonexistent/ccache" for c in compiles)
@@ -203,7 +209,7 @@ def test_a_kernel_cannot_make_the_compiler_read_files_outside_its_view(builder: 
     original = (workspace.path / KERNEL).read_text()
     unsandboxed = Builder(resolve_backend("cpu"), cache_dir=builder.cache_dir, options=BuildOptions(sandbox=False))
     for name, line in attempts(secret, solution, workspace.path, other.path, objects).items():
-        workspace.write(KERNEL, line + original + f"\n// {name} {tmp_path.name}\n")
+        workspace.write(KERNEL, line + original + f"\n// {name} {unique()}\n")
         result = builder.build(workspace)
         assert result.status is Status.COMPILE_ERROR and not_found(result), f"{name}: {result.diagnostics}"
         if "hostname" not in line or os.path.exists("/etc/hostname"):  # outside the sandbox the file is read
@@ -257,7 +263,7 @@ def test_sandboxed_builds_use_the_precompiled_header_and_the_launcher_is_cheap(
     builder: Builder, tmp_path: Path
 ) -> None:
     workspace = relu_workspace(tmp_path)
-    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int pch_{tmp_path.name} = 1;\n")
+    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int pch_{unique()} = 1;\n")
     workspace.write("kernels/relu_binding.cpp", (workspace.path / "kernels/relu_binding.cpp").read_text() + "\n//\n")
     result = builder.build(workspace)
     assert result.status is Status.OK, result.diagnostics
@@ -286,7 +292,7 @@ def test_without_a_sandbox_the_compiler_runs_as_before_and_says_why(
     assert not fallback.isolation.sandboxed
     assert fallback.isolation.notes == (f"{compiler_jail.MESSAGE} unshare CLONE_NEWUSER: Operation not permitted",)
     workspace = relu_workspace(tmp_path)
-    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int t_{tmp_path.name} = 2;\n")
+    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int t_{unique()} = 2;\n")
     assert fallback.build(workspace).status is Status.OK
     off = Builder(resolve_backend("cpu"), cache_dir=cache_dir, options=BuildOptions(sandbox=False))
     assert not off.isolation.sandboxed and "BuildOptions.sandbox=False" in off.isolation.summary()
