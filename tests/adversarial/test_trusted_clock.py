@@ -41,6 +41,17 @@ def binding(body: str) -> dict[str, str]:
 
 # name -> (files, a status or failed check that must be named)
 CAUGHT: dict[str, tuple[dict[str, str], str | tuple[str, ...]]] = {
+    # torch computes the answer on every call but the first (the one call whose operators are always recorded): the
+    # recording of a random eighth of the later calls, or the kernel's samples of where the threads run, see it
+    "torch_after_the_first_call": (
+        model_new(
+            "    def __init__(self):\n        super().__init__()\n        self.calls = 0\n\n"
+            "    def forward(self, x):\n        self.calls += 1\n"
+            f"        if self.calls == 1:\n            return {CALL}\n"
+            '        return getattr(x, "cl" + "amp")(min=0)\n'
+        ),
+        ("no_torch_compute", "cpu_time_in_own_code"),
+    ),
     # phase detection by call count: honest for as many calls as a verification makes (3 checks and the repeat in
     # these tests' configuration), then the last output again
     "honest_then_stale": (

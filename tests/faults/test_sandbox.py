@@ -23,6 +23,7 @@ from cudagym.sandbox import (
     network_isolation_available,
     resolve_isolation,
     sandbox_processes,
+    scrubbed_env,
 )
 
 NO_GPU = {"CUDA_VISIBLE_DEVICES": ""}  # what a child of the cpu backend sees on any machine
@@ -162,3 +163,12 @@ def test_each_namespace_switch_works_on_its_own(name: str) -> None:
         )
     finally:
         child.kill()
+
+
+def test_cpu_children_wait_passively_in_openmp(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A thread count (the cpu backend) comes with passive OpenMP waits: a spinning thread would hold the core the
+    thread it waits for needs, and its spin would be run time the trusted clock charges (harness/cputime.py)."""
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    cpu = scrubbed_env(2)
+    assert cpu["OMP_WAIT_POLICY"] == "PASSIVE" and cpu["OMP_NUM_THREADS"] == "2"
+    assert "OMP_WAIT_POLICY" not in scrubbed_env(0)  # cuda children keep the library's default
