@@ -22,6 +22,7 @@ from typing import Any
 
 from clock import Clock, Handshake
 from compare import same_values
+from cputime import Spent
 from timing import TimingConfig, summarize, time_callable, warm_up
 
 CHECK_SHARE = 0.25  # of all calls, compared in full
@@ -117,7 +118,7 @@ class Timing:
         self.error: dict[str, Any] | None = None
         self.eager_ms: list[float] = []
         self.phases: list[list[float]] = []  # of the timed handshakes, per phase (microseconds)
-        self.ran: list[tuple[float, float, int]] = []  # cpu: timed handshakes' (busiest thread, all threads) us, faults
+        self.ran: list[Spent] = []  # cpu: the run time of each timed handshake
         self.slowed = 0
         self.handshakes = 0
 
@@ -143,7 +144,7 @@ class Timing:
         self.slowed += clock.clock_slowed(record)
         self.phases.append(record.phases_us)
         if record.cpu is not None:
-            self.ran.append((record.cpu.busiest_us, record.cpu.total_us, record.cpu.faults))
+            self.ran.append(record.cpu)
         clock.poison(record)
         return [clock.per_call_us(record) / 1e3] * 1
 
@@ -230,9 +231,9 @@ class Timing:
             "observed": self.observed.as_dict(),
             "sampled": self.clock.sampled(),
             "run_time_us": {
-                "busiest_thread": statistics.median(r[0] for r in self.ran),
-                "all_threads": statistics.median(r[1] for r in self.ran),
-                "page_faults": statistics.median(r[2] for r in self.ran),
+                "busiest_thread": statistics.median(r.busiest_us for r in self.ran),
+                "all_threads": statistics.median(r.total_us for r in self.ran),
+                "page_faults": statistics.median(r.faults for r in self.ran),
             }
             if self.ran
             else None,
