@@ -210,6 +210,8 @@ def classify(
         return Status.CRASH, "The candidate process could not be started.", ""
     errors = [m for m in child.messages if m.get("ok") is False]
     stages = [m.get("stage") for m in child.messages]
+    if not finished and silent:
+        return Status.TIMEOUT, f"The candidate was killed: {silent}.", ""
     if not finished:
         return Status.TIMEOUT, f"The candidate did not finish within {timeout:.0f} s and was killed.", ""
     sig = signal_name(code)

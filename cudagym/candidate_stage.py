@@ -26,11 +26,14 @@ from cudagym.candidate_pool import CandidatePool
 from cudagym.reference_process import ReferenceProcess
 from cudagym.sandbox import Child
 
+SILENT_GRACE_S = 1.0
+
 
 class CandidateStage:
     """See the module docstring. ``job`` is the candidate's job without its link (``make_job(exchange)`` builds
     it once the candidate's private folder is known); ``gpu_library`` and ``hold_us`` configure the clock on cuda,
-    ``symbols_dir`` is where the cpu sampler caches libraries' symbols."""
+    ``symbols_dir`` is where the cpu sampler caches libraries' symbols, ``hang_s`` the floor of the clock's bound on one
+    handshake (``EvalConfig.hang_seconds``)."""
 
     def __init__(
         self,
@@ -43,9 +46,11 @@ class CandidateStage:
         hold_us: float = 0.0,
         symbols_dir: str = "",
         refill: bool = True,
+        hang_s: float = 0.0,
     ) -> None:
         self.pool, self.ref, self.make_job, self.deadline = pool, ref, make_job, deadline
         self.gpu_library, self.hold_us, self.symbols_dir, self.refill = gpu_library, hold_us, symbols_dir, refill
+        self.hang_s = hang_s
         self.child: Child | None = None
         self.attached = False
         self.silent = ""  # why the candidate stopped answering the clock, when it did
@@ -70,6 +75,7 @@ class CandidateStage:
             gpu_library=self.gpu_library,
             hold_us=self.hold_us,
             symbols_dir=self.symbols_dir,
+            hang_s=self.hang_s,
         )
         self.attached = True
         self.max_calls = int(reply.get("max_calls", 1))
@@ -100,11 +106,13 @@ class CandidateStage:
         return reply
 
     def finish(self) -> tuple[bool, int | None]:
-        """Step 5: (the candidate ended in time, its exit code)."""
+        """Step 5: (the candidate ended in time, its exit code). A candidate the clock stopped waiting for is given
+        ``SILENT_GRACE_S`` to end, not the rest of the stage: a hung kernel costs its hang bound and the kill."""
         assert self.child is not None
         if self.attached:
             self.ref.call("end_candidate")
-        finished, code = self.pool.finish(self.child, self.deadline)
+        deadline = min(self.deadline, time.monotonic() + SILENT_GRACE_S) if self.silent else self.deadline
+        finished, code = self.pool.finish(self.child, deadline)
         self.detach()
         return finished, code
 

@@ -28,6 +28,11 @@ class EvalConfig:
     verify_timeout: float = 120.0
     profile_timeout: float = 300.0
     reference_timeout: float = 600.0
+    # a hung or runaway candidate is found by its calls, not by the stage's timeout: a handshake (one call, or a
+    # batch of calls on input sets of their own) unanswered after max(10 x the reference's time for those calls,
+    # ``hang_seconds``) ends the stage as a timeout and the candidate is killed. "auto": 5 s on cuda, 20 s on cpu
+    # (whose honest loops may be far slower than torch's and share two cores with the reference)
+    hang_seconds: float | Literal["auto"] = "auto"
     timing: TimingConfig = dataclasses.field(default_factory=TimingConfig)
     build: BuildOptions = dataclasses.field(default_factory=BuildOptions)
     limits: ChildLimits = dataclasses.field(default_factory=ChildLimits)
@@ -66,6 +71,17 @@ class EvalConfig:
         for name in ("verify_timeout", "profile_timeout", "reference_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be > 0, got {getattr(self, name)}")
+        hang = self.hang_seconds
+        if hang != "auto" and not (isinstance(hang, (int, float)) and not isinstance(hang, bool) and hang > 0):
+            raise ValueError(f"hang_seconds must be 'auto' or a number of seconds > 0, got {self.hang_seconds!r}")
+
+
+HANG_SECONDS = {True: 5.0, False: 20.0}  # cuda, cpu: what ``hang_seconds="auto"`` stands for
+
+
+def resolve_hang_seconds(config: EvalConfig, backend: Backend) -> float:
+    """The floor of the bound after which a handshake's candidate counts as hung (``EvalConfig.hang_seconds``)."""
+    return HANG_SECONDS[backend.is_cuda] if config.hang_seconds == "auto" else float(config.hang_seconds)
 
 
 def prepares_ahead(config: EvalConfig, backend: Backend) -> bool:

@@ -36,6 +36,7 @@ from cudagym.eval_config import (
     preloads_compiler,
     prepares_ahead,
     resolve_bytecode,
+    resolve_hang_seconds,
     resolve_timing,
 )
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
@@ -428,6 +429,7 @@ class LocalEvaluator:
             hold_us=timing.hold_us,
             symbols_dir=str(self.cache_dir / "symbols"),
             refill=refill,
+            hang_s=resolve_hang_seconds(self.config, self.backend),
         )
 
     # -- verify ------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cudagym.backends import Backend, resolve_backend
-from cudagym.eval_config import EvalConfig, preloads_compiler, resolve_timing
+from cudagym.eval_config import EvalConfig, preloads_compiler, resolve_hang_seconds, resolve_timing
 
 CUDA = Backend("cuda", "cuda", "a GPU", "sm_90", 0)  # a stand-in: what the functions read of a cuda backend
 
@@ -41,3 +41,13 @@ def test_the_compiler_is_preloaded_when_preparing_ahead_with_the_compile_baselin
     assert preloads_compiler(EvalConfig(preload_compiler=True), cpu)
     assert not preloads_compiler(EvalConfig(preload_compiler=False), CUDA)
     assert not preloads_compiler(EvalConfig(compile_baseline=False, preload_compiler=True), CUDA)  # nothing to build
+
+
+def test_the_hang_floor_is_a_few_seconds_on_cuda_more_on_cpu_and_a_number_replaces_it() -> None:
+    cpu = resolve_backend("cpu")
+    assert resolve_hang_seconds(EvalConfig(), CUDA) == 5.0
+    assert resolve_hang_seconds(EvalConfig(), cpu) == 20.0
+    assert resolve_hang_seconds(EvalConfig(hang_seconds=2), CUDA) == 2.0
+    for bad in (0, -1.0, True, "soon"):
+        with pytest.raises(ValueError, match="hang_seconds"):
+            EvalConfig(hang_seconds=bad)  # type: ignore[arg-type]

@@ -87,6 +87,10 @@ FIRST_CALL_HOLD_US = 400.0
 MAX_HOLD_US = 500.0
 POISON = {"float32": 0x7FC00000, "float64": 0x7FF80000, "float16": 0x7E007E00, "bfloat16": 0x7FC07FC0}
 ALIVE_CHECK_S = 0.05
+# a handshake still unanswered after max(HANG_FACTOR x the reference's time for its calls, the hang floor) is a hung or
+# runaway candidate: the stage ends there (a timeout) instead of at its deadline. The floor (``hang_s``, from
+# ``EvalConfig.hang_seconds``) covers a first call's one-off costs (library handles, lazily loaded modules)
+HANG_FACTOR = 10.0
 TRUSTED_PHASES = (0, 1, 2, 4)  # cuda: copy, flush, go + hold, seal
 CANDIDATE_PHASE = 3  # cuda: from the hold's end to the done: the candidate's work and the handshake's round trip
 
@@ -150,6 +154,7 @@ class Clock:
         symbols_dir: str = "",
         *,
         expect: Any = None,
+        hang_s: float = 0.0,
     ) -> None:
         import torch
 
@@ -165,8 +170,15 @@ class Clock:
         self.words = self.block.words
         self.number = 0
         template = draw(secrets.randbits(62), "task")
+        started = time.perf_counter()
         with torch.no_grad():
             expected = model(*template)
+        if self.cuda:
+            torch.cuda.synchronize(device)
+        # the reference's time for one call (its first on this input set: an upper estimate), which bounds a handshake
+        self.reference_call_s = time.perf_counter() - started
+        self.hang_s = hang_s  # 0: no bound but the stage's deadline
+        self._hang_reason = ""  # why the current handshake's wait is bounded short of the stage's deadline
         self.templates = _templates(expected)
         tensors = [x for x in template if isinstance(x, torch.Tensor)]
         set_bytes = sum(x.nbytes for x in tensors) + sum(t.get("nbytes", 0) for t in self.templates)
@@ -281,12 +293,35 @@ class Clock:
             raise ValueError(f"a handshake holds 1 to {self.max_calls} calls, got {len(sets)}")
         self.number += 1
         number = self.number
+        bound = self.hang_bound_s(len(sets))
+        if bound is not None and time.monotonic() + bound < deadline:
+            deadline = time.monotonic() + bound
+            calls = "its call" if len(sets) == 1 else f"its {len(sets)} calls"
+            self._hang_reason = (
+                f"{calls} did not return within {bound:.1f} s (the longer of {HANG_FACTOR:g}x the reference's "
+                f"{self.reference_call_s * 1e3:.3g} ms per call and {self.hang_s:g} s): a hung or runaway kernel"
+            )
+        else:
+            self._hang_reason = ""
         self.words[CALLS] = len(sets)
         for k, index in enumerate(sets):
             self.words[SETS + k] = index
         if self.cuda:
             return self._handshake_cuda(number, sets, deadline)
         return self._handshake_cpu(number, sets, deadline)
+
+    def hang_bound_s(self, calls: int) -> float | None:
+        """How long a handshake of ``calls`` calls may take before the candidate counts as hung (None: no bound)."""
+        if self.hang_s <= 0:
+            return None
+        return max(self.hang_s, HANG_FACTOR * self.reference_call_s * calls)
+
+    def _silent(self, number: int) -> CandidateSilent:
+        """The error for handshake ``number`` unanswered: the candidate's process ended, or the wait passed its hang
+        bound or the stage's deadline."""
+        if not self.freezer.alive():
+            return CandidateSilent(f"the candidate's process ended during handshake {number}")
+        return CandidateSilent(self._hang_reason or f"the candidate did not answer handshake {number} in time")
 
     def hold_length_us(self, calls: int) -> float:
         """cuda: how long the GPU is held after the go of a handshake of ``calls`` calls (within ``MAX_HOLD_US``)."""
@@ -343,7 +378,7 @@ class Clock:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self.freezer.alive():
                 self.freezer.freeze()
-                raise CandidateSilent(f"the candidate did not answer handshake {number} in time")
+                raise self._silent(number)
             self.wake.settimeout(min(remaining, ALIVE_CHECK_S))
             try:
                 self.wake.recv(16)
@@ -375,7 +410,7 @@ class Clock:
             if now - checked > ALIVE_CHECK_S:
                 checked = now
                 if now > deadline or not self.freezer.alive():
-                    raise CandidateSilent(f"the candidate did not answer handshake {number} in time")
+                    raise self._silent(number)
         if word != DESCRIBED:
             return {}
         description = self.block.read_description()

@@ -229,11 +229,18 @@ class ReferenceServer:
         return self.model64
 
     def attach(
-        self, exchange: str, root_pid: int, gpu_library: str = "", hold_us: float = 0.0, symbols_dir: str = ""
+        self,
+        exchange: str,
+        root_pid: int,
+        gpu_library: str = "",
+        hold_us: float = 0.0,
+        symbols_dir: str = "",
+        hang_s: float = 0.0,
     ) -> dict[str, Any]:
         """Sets up the clock for a candidate stage: its control block and input sets in the candidate's private
         ``exchange`` folder (or shared device memory); ``root_pid``: the candidate's outermost process;
-        ``symbols_dir``: where the cpu sampler caches libraries' symbols. Returns what the candidate's job carries to
+        ``symbols_dir``: where the cpu sampler caches libraries' symbols; ``hang_s``: the floor of a handshake's hang
+        bound (``Clock.hang_bound_s``; 0: none). Returns what the candidate's job carries to
         reach the clock."""
         self.detach()
         if self.device.startswith("cuda"):
@@ -250,6 +257,7 @@ class ReferenceServer:
             hold_us,
             symbols_dir,
             expect=self._expected,
+            hang_s=hang_s,
         )
         return {
             "ok": True,

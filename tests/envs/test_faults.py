@@ -44,6 +44,8 @@ from cudagym.tasks import load
 from cudagym.tools import TOOLS_BY_NAME, ParseFailure, parse_action
 
 VERIFY_TIMEOUT = 15
+# a handshake unanswered after this long (the reference's calls are microseconds) is a hung candidate
+HANG_SECONDS = 6.0
 # The ReLU task at 64K elements: the faults do not need large data, and the episodes around them stay short.
 BUILTIN_RELU = load("builtin").get(RELU)
 SMALL_RELU = dataclasses.replace(
@@ -72,6 +74,14 @@ INFINITE_LOOP = kernel(
     "void relu_kernel(const float* x, float* y, int64_t n) {",
     "  volatile int64_t i = 0;",
     "  while (true) { i = i + 1; }  // never returns",
+    "}",
+)
+SLOW_BUT_FINISHING = kernel(  # each call sleeps a third of the hang bound, then computes ReLU: honest, only slow
+    "#include <chrono>",
+    "#include <thread>",
+    "void relu_kernel(const float* x, float* y, int64_t n) {",
+    f"  std::this_thread::sleep_for(std::chrono::milliseconds({int(HANG_SECONDS * 1000 / 3)}));",
+    "  for (int64_t j = 0; j < n; ++j) y[j] = x[j] > 0.0f ? x[j] : 0.0f;",
     "}",
 )
 ABORT = kernel("#include <cstdlib>", "void relu_kernel(const float* x, float* y, int64_t n) { std::abort(); }")
@@ -270,6 +280,7 @@ def fault_config(fast_config: EvalConfig, namespaces: dict[str, bool]) -> EvalCo
         check_determinism=False,
         verify_timeout=VERIFY_TIMEOUT,
         profile_timeout=30,
+        hang_seconds=HANG_SECONDS,
         limits=ChildLimits(memory_bytes=MEMORY_CAP, processes=TASK_ALLOWANCE, **namespaces),
         policy=IntegrityPolicy(disabled_checks=frozenset(RULES)),
     )
@@ -358,12 +369,14 @@ def edit_kernel(env: CudaKernelEnv, old: str, new: str) -> dict[str, Any]:
 
 
 def test_an_infinite_loop_times_out_once_until_its_files_change(env: CudaKernelEnv) -> None:
-    """One verify timeout, then verify, profile and submit on the same files answer at once with it (the
-    cudagym.stage_memo); an edit runs for real; the looping files written again are known by their content."""
-    timed_out = f"did not finish within {VERIFY_TIMEOUT} s"
+    """One verify timeout, found by the call that never answers (the hang bound, not the stage's timeout), then
+    verify, profile and submit on the same files answer at once with it (the cudagym.stage_memo); an edit runs for
+    real; the looping files written again are known by their content."""
+    timed_out = "a hung or runaway kernel"
     obs, info, seconds = verify_with(env, {"kernels/relu.cpp": INFINITE_LOOP})
     assert info["status"] == "timeout" and timed_out in obs, obs
-    assert VERIFY_TIMEOUT <= seconds < VERIFY_TIMEOUT + 10
+    assert f"its call did not return within {HANG_SECONDS:.1f} s" in obs, obs
+    assert HANG_SECONDS <= seconds < VERIFY_TIMEOUT, seconds
     for tool in ("verify", "profile"):
         obs, reward, terminated, info, seconds = timed_step(env, tool_call(tool))
         assert info["status"] == "timeout" and reward == 0 and not terminated, obs
@@ -383,6 +396,12 @@ def test_an_infinite_loop_times_out_once_until_its_files_change(env: CudaKernelE
     assert info["result"]["verify"]["status"] == "timeout" and info["result"]["profile"] is None
     assert "Not run again: the same files timed out in verify" in obs and timed_out in obs, obs
     finish_correct_episode(env)
+
+
+def test_a_slow_kernel_that_finishes_is_not_taken_for_a_hung_one(env: CudaKernelEnv) -> None:
+    """Calls far slower than the reference's but inside the hang bound are verified as usual."""
+    obs, info, _ = verify_with(env, {"kernels/relu.cpp": SLOW_BUT_FINISHING})
+    assert info["status"] == "ok" and "All 1 checks passed" in obs, obs
 
 
 def test_python_errors_are_observations(env: CudaKernelEnv) -> None:
