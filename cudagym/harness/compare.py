@@ -77,6 +77,15 @@ def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, index:
     return {"ok": True, "check": {"index": index, **(worst or {"passed": True})}}
 
 
+def tolerance_excess(exp: Any, act: Any, atol: float, rtol: float, factor: float = 1.0) -> Any:
+    """By how much each element of ``act`` misses ``exp``: ``|act - exp| - factor * (atol + rtol * |exp|)``, NaN as
+    +inf. The tolerance rule of every comparison: an element passes where its excess is <= 0."""
+    import torch
+
+    excess = (act - exp).abs() - factor * (atol + rtol * exp.abs())
+    return torch.nan_to_num(excess, nan=math.inf)
+
+
 def compare_tensor(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, Any]:
     """Elementwise |act - exp| <= atol + rtol * |exp| (NaN/Inf fail), with details of the worst element.
 
@@ -101,8 +110,7 @@ def compare_tensor(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, An
             )
         return fields
     err = (act - exp).abs()
-    excess = err - (atol + rtol * exp.abs())
-    excess = torch.nan_to_num(excess, nan=math.inf)  # NaN in the candidate counts as the worst error
+    excess = tolerance_excess(exp, act, atol, rtol)  # NaN in the candidate counts as the worst error
     bad = int((excess > 0).sum())
     flat = int(torch.argmax(excess.reshape(-1)).item())
     nonfinite = int((~torch.isfinite(act)).sum()) - int((~torch.isfinite(exp)).sum())

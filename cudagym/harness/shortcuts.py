@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from common import map_tensors
-from compare import flatten
+from compare import flatten, tolerance_excess
 
 NEAR_FACTOR = 4.0
 """A shortcut *comes near* when it passes at this many times the tolerance (``atol`` and ``rtol`` alike)."""
@@ -98,17 +98,14 @@ def shortcut_report(
 
 
 def _judge(real: list[Any], fake: list[Any], atol: float, rtol: float) -> tuple[bool, bool]:
-    """Whether every fake output passes against its real one (``|fake - real| <= atol + rtol * |real|`` everywhere,
-    NaN failing, as ``compare.compare_tensor`` judges) and whether it comes near (the same at :data:`NEAR_FACTOR`
-    times the tolerance), from one pass over each output."""
+    """Whether every fake output passes against its real one (``compare.tolerance_excess``, the rule of every
+    comparison) and whether it comes near (the same at :data:`NEAR_FACTOR` times the tolerance)."""
     passed = near = True
     for t, f in zip(real, fake, strict=True):
         if t.numel() == 0:
             continue
-        err = (f - t).abs()
-        tol = atol + rtol * t.abs()
-        passed = passed and bool((err - tol).max() <= 0)  # a NaN maximum fails the comparison
-        near = near and bool((err - NEAR_FACTOR * tol).max() <= 0)
+        passed = passed and bool(tolerance_excess(t, f, atol, rtol).max() <= 0)
+        near = near and bool(tolerance_excess(t, f, atol, rtol, NEAR_FACTOR).max() <= 0)
     return passed, near
 
 
