@@ -1,10 +1,9 @@
 """The examples run: the OpenAI loop against a loopback stub of a chat-completions server, the
-verifiers-style rollout with a scripted policy, and the TRL environment factory's tools."""
+verifiers-style rollout with a scripted policy; the TRL example builds on the package's plug."""
 
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
 import sys
 from collections.abc import Iterator
@@ -119,61 +118,14 @@ def test_verifiers_style_rollout(fast_config: EvalConfig) -> None:
     assert state["env"].unwrapped.workspace is None  # cleaned up
 
 
-# -- TRL environment factory ---------------------------------------------------------------------------
+# -- the TRL example: a thin script over cudagym.integrations.trl (tested in tests/integrations) ---------------------
 
 
-def _documented_arguments(doc: str) -> dict[str, str]:
-    lines = inspect.cleandoc(doc).splitlines()
-    if "Args:" not in lines:
-        return {}
-    out = {}
-    for line in lines[lines.index("Args:") + 1 :]:
-        name, _, description = line.strip().partition(": ")
-        out[name] = description
-    return out
+def test_trl_example_builds_on_the_package_class() -> None:
+    pytest.importorskip("trl")
+    from cudagym.integrations.trl import CudaKernelToolEnv, make_dataset
 
-
-def test_trl_factory_methods_match_the_tool_models() -> None:
     example = load_example("trl_environment_factory")
-    cls = example.CudaKernelToolEnv
-    public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")}
-    assert public == {t.tool_name() for t in TOOLS} | {"reset", "get_reward"}
-    kinds = {"string": str, "integer": int, "boolean": bool}
-    for tool in TOOLS:
-        method = getattr(cls, tool.tool_name())
-        signature = inspect.signature(method, eval_str=True)
-        parameters = list(signature.parameters.values())[1:]  # without self
-        schema = tool.model_json_schema()
-        properties = schema.get("properties", {})
-        assert [p.name for p in parameters] == list(properties)
-        for parameter in parameters:
-            prop = properties[parameter.name]
-            assert parameter.annotation is kinds[prop["type"]]
-            required = parameter.name in schema.get("required", [])
-            assert (parameter.default is inspect.Parameter.empty) == required
-            if not required:
-                assert parameter.default == prop["default"]
-        assert inspect.cleandoc(method.__doc__).splitlines()[0] == tool.__doc__
-        assert _documented_arguments(method.__doc__) == {k: v["description"] for k, v in properties.items()}
-        assert signature.return_annotation is str
-
-
-def test_trl_factory_plays_an_episode(fast_config: EvalConfig) -> None:
-    example = load_example("trl_environment_factory")
-    rows = example.make_dataset(ids=[RELU])
-    assert rows == [{"prompt": [{"role": "user", "content": example.PROMPT}], "task_id": RELU}]
-    with example.CudaKernelToolEnv(backend="cpu", eval_config=fast_config, max_turns=10) as env:
-        with pytest.raises(RuntimeError, match="reset"):
-            env.list_files()
-        first = env.reset(**rows[0])
-        assert first.startswith("# Task: ReLU (builtin/relu)") and "class Model" in first
-        assert "model_new.py" in env.list_files()
-        text = env.read_file("model.py", limit=2)
-        assert "2| import torch.nn" in text and "\n3|" not in text
-        assert "Nothing to compile" in env.submit()  # an empty workspace: tier -1 at once
-        assert env.get_reward() == -1.0
-        assert "episode has ended" in env.verify() and env.get_reward() == -1.0
-        env.reset(seed=3)
-        assert env.get_reward() == 0.0
-        workspace = env._env.workspace.path
-    assert not workspace.exists()
+    assert example.CudaKernelToolEnv is CudaKernelToolEnv and example.make_dataset is make_dataset
+    args = example.parse_args(["--backend", "cpu", "--max-turns", "7"])
+    assert (args.backend, args.max_turns, args.task_set) == ("cpu", 7, "builtin")
