@@ -1,5 +1,5 @@
-"""The examples run: the OpenAI loop against a loopback stub of a chat-completions server, the
-verifiers-style rollout with a scripted policy; the TRL example builds on the package's plug."""
+"""The examples run: the OpenAI loop against a loopback stub of a chat-completions server; the TRL and verifiers
+examples build on the package's plugs (which tests/integrations drives through the real libraries)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,6 @@ import pytest
 from chat_stub import ChatStub
 from cudagym_testing import RELU
 
-from cudagym.baselines import tool_call
 from cudagym.evaluator import EvalConfig
 from cudagym.tools import TOOLS
 
@@ -94,31 +93,7 @@ def test_run_episode_reports_what_happened(stub: ChatStub, fast_config: EvalConf
     assert stub.requests[0]["temperature"] == 0.0
 
 
-# -- verifiers-style rollout ---------------------------------------------------------------------------
-
-
-def test_verifiers_style_rollout(fast_config: EvalConfig) -> None:
-    example = load_example("verifiers_rollout")
-    vf_env = example.CudaKernelMultiTurnEnv(num_examples=2, seed=4, backend="cpu", eval_config=fast_config, max_turns=3)
-    rows = vf_env.get_dataset()
-    assert [r["answer"] for r in rows] == ["4", "5"]
-    assert [m["role"] for m in rows[0]["prompt"]] == ["system", "user"]
-    assert rows[0]["task"] == rows[0]["info"]["task_id"] and rows[0]["prompt"][0]["content"].startswith("# Task:")
-
-    actions = iter(
-        [tool_call("list_files"), tool_call("read_file", path="model.py"), tool_call("read_file", path="binding.cpp")]
-    )
-    completion, state = vf_env.rollout(example.scripted_policy(actions), rows[1])
-    assert state["task"] == rows[1]["task"] and state["prompt"] == rows[1]["prompt"]
-    assert [m["role"] for m in completion] == ["assistant", "tool"] * 3
-    assert [m["tool_call_id"] for m in completion[1::2]] == [c["tool_calls"][0]["id"] for c in completion[::2]]
-    assert "REGISTER_BINDING" in completion[-1]["content"] and "turn budget (3) is spent" in completion[-1]["content"]
-    assert len(state["trajectory"]) == 3 and state["done"]
-    assert vf_env.score(state) == {"episode_return": 0.0, "compiled": 0.0, "correct": 0.0, "reward": 0.0}
-    assert state["env"].unwrapped.workspace is None  # cleaned up
-
-
-# -- the TRL example: a thin script over cudagym.integrations.trl (tested in tests/integrations) ---------------------
+# -- the plugs' examples: thin scripts over cudagym.integrations (tested in tests/integrations) --------------------
 
 
 def test_trl_example_builds_on_the_package_class() -> None:
@@ -129,3 +104,16 @@ def test_trl_example_builds_on_the_package_class() -> None:
     assert example.CudaKernelToolEnv is CudaKernelToolEnv and example.make_dataset is make_dataset
     args = example.parse_args(["--backend", "cpu", "--max-turns", "7"])
     assert (args.backend, args.max_turns, args.task_set) == ("cpu", 7, "builtin")
+
+
+def test_verifiers_example_configures_the_cudagym_taskset() -> None:
+    pytest.importorskip("verifiers.v1")
+    from cudagym.integrations.verifiers import CudaKernelEnvConfig, CudaKernelTasksetConfig
+
+    example = load_example("verifiers_rollout")
+    argv = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--backend", "cpu", "--task", RELU]
+    config = example.eval_config(example.parse_args(argv))
+    assert isinstance(config.env, CudaKernelEnvConfig) and isinstance(config.env.taskset, CudaKernelTasksetConfig)
+    assert config.env.taskset.task_options == {"ids": [RELU]} and config.env.taskset.task.tools.backend == "cpu"
+    assert config.client.base_url == "http://127.0.0.1:1/v1" and not config.push
+    assert config.env.agent.harness is not None and config.env.agent.harness.id == "null"
