@@ -131,6 +131,7 @@ def build_model(tokenizer: PreTrainedTokenizerFast) -> Qwen3ForCausalLM:
 
 
 @needs_trl
+@pytest.mark.slow  # imports TRL and trains a step; CI runs it (only the gpu marker is deselected)
 def test_grpo_step_with_the_environment_factory(
     tmp_path: Path, fast_config: EvalConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -70,6 +70,7 @@ def vf_eval_config(argv: list[str]) -> EvalConfig:
     return cli(narrow_config(EvalConfig, argv), args=argv)
 
 
+@pytest.mark.slow  # starts the toolset's and the chat program's interpreters; CI runs it (only gpu is deselected)
 def test_vf_eval_plays_a_task_through_the_toolset(tmp_path: Path, local_chat_program: None) -> None:
     from verifiers.v1.cli.eval.runner import run_eval
 
