@@ -31,6 +31,8 @@ def text_reply(content: str) -> dict[str, Any]:
 class ChatStub:
     """``POST /v1/chat/completions`` on 127.0.0.1 (a free port), answering with ``replies`` in order.
 
+    A request with ``"stream": true`` gets its reply as server-sent chunks (one delta, the finish, the usage).
+
     A reply is an assistant message (a dict) or an HTTP status (an int) to fail with. Past the last reply
     it answers 400. Every request's JSON body is kept in ``requests``. It shuts itself down after
     ``lifetime`` seconds even if a test forgets to stop it.
@@ -55,6 +57,9 @@ class ChatStub:
                     self._send(reply, payload)
                     return
                 finish = "tool_calls" if reply.get("tool_calls") else "stop"
+                if body.get("stream"):
+                    self._send_stream(body.get("model", "stub"), reply, finish)
+                    return
                 payload = {
                     "id": f"chatcmpl-{len(stub.requests)}",
                     "object": "chat.completion",
@@ -69,6 +74,26 @@ class ChatStub:
                 data = json.dumps(payload).encode()
                 self.send_response(status)
                 self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def _send_stream(self, model: str, reply: dict[str, Any], finish: str) -> None:
+                """The reply as server-sent events: one delta with the whole message, the finish, the usage."""
+                delta: dict[str, Any] = {"role": "assistant", "content": reply.get("content")}
+                if reply.get("tool_calls"):
+                    delta["tool_calls"] = [dict(call, index=i) for i, call in enumerate(reply["tool_calls"])]
+                head = {"id": f"chatcmpl-{len(stub.requests)}", "object": "chat.completion.chunk", "created": 0}
+                head["model"] = model
+                usage = {"prompt_tokens": 90, "completion_tokens": 10, "total_tokens": TOKENS_PER_REPLY}
+                events = [
+                    {**head, "choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                    {**head, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+                    {**head, "choices": [], "usage": usage},
+                ]
+                data = b"".join(b"data: " + json.dumps(e).encode() + b"\n\n" for e in events) + b"data: [DONE]\n\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -1,10 +1,9 @@
-"""The examples run: the OpenAI loop against a loopback stub of a chat-completions server, the
-verifiers-style rollout with a scripted policy, and the TRL environment factory's tools."""
+"""The examples run: the OpenAI loop against a loopback stub of a chat-completions server; the TRL and verifiers
+examples build on the package's plugs (which tests/integrations drives through the real libraries)."""
 
 from __future__ import annotations
 
 import importlib.util
-import inspect
 import json
 import sys
 from collections.abc import Iterator
@@ -16,7 +15,6 @@ import pytest
 from chat_stub import ChatStub
 from cudagym_testing import RELU
 
-from cudagym.baselines import tool_call
 from cudagym.evaluator import EvalConfig
 from cudagym.tools import TOOLS
 
@@ -95,85 +93,27 @@ def test_run_episode_reports_what_happened(stub: ChatStub, fast_config: EvalConf
     assert stub.requests[0]["temperature"] == 0.0
 
 
-# -- verifiers-style rollout ---------------------------------------------------------------------------
+# -- the plugs' examples: thin scripts over cudagym.integrations (tested in tests/integrations) --------------------
 
 
-def test_verifiers_style_rollout(fast_config: EvalConfig) -> None:
+def test_trl_example_builds_on_the_package_class() -> None:
+    pytest.importorskip("trl")
+    from cudagym.integrations.trl import CudaKernelToolEnv, make_dataset
+
+    example = load_example("trl_environment_factory")
+    assert example.CudaKernelToolEnv is CudaKernelToolEnv and example.make_dataset is make_dataset
+    args = example.parse_args(["--backend", "cpu", "--max-turns", "7"])
+    assert (args.backend, args.max_turns, args.task_set) == ("cpu", 7, "builtin")
+
+
+def test_verifiers_example_configures_the_cudagym_taskset() -> None:
+    pytest.importorskip("verifiers.v1")
+    from cudagym.integrations.verifiers import CudaKernelEnvConfig, CudaKernelTasksetConfig
+
     example = load_example("verifiers_rollout")
-    vf_env = example.CudaKernelMultiTurnEnv(num_examples=2, seed=4, backend="cpu", eval_config=fast_config, max_turns=3)
-    rows = vf_env.get_dataset()
-    assert [r["answer"] for r in rows] == ["4", "5"]
-    assert [m["role"] for m in rows[0]["prompt"]] == ["system", "user"]
-    assert rows[0]["task"] == rows[0]["info"]["task_id"] and rows[0]["prompt"][0]["content"].startswith("# Task:")
-
-    actions = iter(
-        [tool_call("list_files"), tool_call("read_file", path="model.py"), tool_call("read_file", path="binding.cpp")]
-    )
-    completion, state = vf_env.rollout(example.scripted_policy(actions), rows[1])
-    assert state["task"] == rows[1]["task"] and state["prompt"] == rows[1]["prompt"]
-    assert [m["role"] for m in completion] == ["assistant", "tool"] * 3
-    assert [m["tool_call_id"] for m in completion[1::2]] == [c["tool_calls"][0]["id"] for c in completion[::2]]
-    assert "REGISTER_BINDING" in completion[-1]["content"] and "turn budget (3) is spent" in completion[-1]["content"]
-    assert len(state["trajectory"]) == 3 and state["done"]
-    assert vf_env.score(state) == {"episode_return": 0.0, "compiled": 0.0, "correct": 0.0, "reward": 0.0}
-    assert state["env"].unwrapped.workspace is None  # cleaned up
-
-
-# -- TRL environment factory ---------------------------------------------------------------------------
-
-
-def _documented_arguments(doc: str) -> dict[str, str]:
-    lines = inspect.cleandoc(doc).splitlines()
-    if "Args:" not in lines:
-        return {}
-    out = {}
-    for line in lines[lines.index("Args:") + 1 :]:
-        name, _, description = line.strip().partition(": ")
-        out[name] = description
-    return out
-
-
-def test_trl_factory_methods_match_the_tool_models() -> None:
-    example = load_example("trl_environment_factory")
-    cls = example.CudaKernelToolEnv
-    public = {name for name, _ in inspect.getmembers(cls, inspect.isfunction) if not name.startswith("_")}
-    assert public == {t.tool_name() for t in TOOLS} | {"reset", "get_reward"}
-    kinds = {"string": str, "integer": int, "boolean": bool}
-    for tool in TOOLS:
-        method = getattr(cls, tool.tool_name())
-        signature = inspect.signature(method, eval_str=True)
-        parameters = list(signature.parameters.values())[1:]  # without self
-        schema = tool.model_json_schema()
-        properties = schema.get("properties", {})
-        assert [p.name for p in parameters] == list(properties)
-        for parameter in parameters:
-            prop = properties[parameter.name]
-            assert parameter.annotation is kinds[prop["type"]]
-            required = parameter.name in schema.get("required", [])
-            assert (parameter.default is inspect.Parameter.empty) == required
-            if not required:
-                assert parameter.default == prop["default"]
-        assert inspect.cleandoc(method.__doc__).splitlines()[0] == tool.__doc__
-        assert _documented_arguments(method.__doc__) == {k: v["description"] for k, v in properties.items()}
-        assert signature.return_annotation is str
-
-
-def test_trl_factory_plays_an_episode(fast_config: EvalConfig) -> None:
-    example = load_example("trl_environment_factory")
-    rows = example.make_dataset(ids=[RELU])
-    assert rows == [{"prompt": [{"role": "user", "content": example.PROMPT}], "task_id": RELU}]
-    with example.CudaKernelToolEnv(backend="cpu", eval_config=fast_config, max_turns=10) as env:
-        with pytest.raises(RuntimeError, match="reset"):
-            env.list_files()
-        first = env.reset(**rows[0])
-        assert first.startswith("# Task: ReLU (builtin/relu)") and "class Model" in first
-        assert "model_new.py" in env.list_files()
-        text = env.read_file("model.py", limit=2)
-        assert "2| import torch.nn" in text and "\n3|" not in text
-        assert "Nothing to compile" in env.submit()  # an empty workspace: tier -1 at once
-        assert env.get_reward() == -1.0
-        assert "episode has ended" in env.verify() and env.get_reward() == -1.0
-        env.reset(seed=3)
-        assert env.get_reward() == 0.0
-        workspace = env._env.workspace.path
-    assert not workspace.exists()
+    argv = ["--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--backend", "cpu", "--task", RELU]
+    config = example.eval_config(example.parse_args(argv))
+    assert isinstance(config.env, CudaKernelEnvConfig) and isinstance(config.env.taskset, CudaKernelTasksetConfig)
+    assert config.env.taskset.task_options == {"ids": [RELU]} and config.env.taskset.task.tools.backend == "cpu"
+    assert config.client.base_url == "http://127.0.0.1:1/v1" and not config.push
+    assert config.env.agent.harness is not None and config.env.agent.harness.id == "null"
