@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-# an expression of the element ``v`` that never returns (a volatile flag the compiler cannot fold away)
-SPIN = "[&]() { volatile int spin = 1; while (spin) {} return v; }()"
+# an expression of the element ``v`` that never returns: an empty asm statement the compiler must keep in the loop
+SPIN = '[&]() { for (;;) { asm volatile(""); } return v; }()'
 
 
 def timed_verify(env: object, files: dict[str, str]) -> tuple[float, str, str]:

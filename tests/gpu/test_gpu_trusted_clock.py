@@ -4,12 +4,15 @@ The reference process times the candidate's calls on its own clock (cudagym/harn
 candidate changes in itself may move a figure that decides the reward. The first case is the attack that opened
 issue 19: bmm's honest CUDA solution (tier 1, about 1.03x eager on the H200) with four lines that divide every
 median of its process by three once scored tier 3 at 3.1x. The others patch the process's timers and the garbage
-collector's phase signal on the ReLU task; each profile must report the honest figure.
+collector's phase signal on the ReLU task, with the static rules that would refuse them before they run turned off:
+each profile must report the honest figure (or a runtime tripwire refuses it).
 
 Run on the device machine: ``python -m pytest -m gpu``.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import pytest
 from cudagym_testing import relu_solution, write_all
@@ -18,6 +21,7 @@ from test_cuda_backend import BUILTIN, GPU_CONFIG, RELU, SMALL_RELU
 from cudagym.backends import query_gpu
 from cudagym.baselines import solution_files, tool_call
 from cudagym.envs import CudaKernelEnv
+from cudagym.integrity.policy import RULES, IntegrityPolicy
 
 pytestmark = [
     pytest.mark.gpu,
@@ -65,7 +69,10 @@ def test_the_median_patch_of_the_issue_no_longer_lifts_bmm() -> None:
 
 @pytest.fixture(scope="module")
 def env():
-    environment = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=GPU_CONFIG)
+    # the static rules (patching, introspection) refuse these preludes before anything runs: off here, so the
+    # forgeries reach the candidate process and the clock is what must hold
+    unchecked = dataclasses.replace(GPU_CONFIG, policy=IntegrityPolicy(disabled_checks=frozenset(RULES)))
+    environment = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=unchecked)
     yield environment
     environment.close()
 
@@ -93,5 +100,6 @@ def test_tampering_with_the_candidates_own_clock_changes_no_gpu_figure(
         return
     assert info["status"] == "ok", obs
     assert result["method"].startswith("trusted clock"), result["method"]
-    # a forged figure would be a thousandth of the honest one; two honest GPU profiles agree far better than 2x
-    assert honest_ms / 2 < result["candidate_ms"] < honest_ms * 2, (result["candidate_ms"], honest_ms)
+    # a forged figure would be a thousandth of the honest one; an honest profile of this few-microsecond kernel
+    # may read a few times the first one (the trusted clock's noise at that length), never a fraction of it
+    assert honest_ms / 2 < result["candidate_ms"] < honest_ms * 5, (result["candidate_ms"], honest_ms)
