@@ -9,7 +9,7 @@ import string
 
 import gymnasium as gym
 import pytest
-from cudagym_testing import RELU, relu_solution, write_all
+from cudagym_testing import RELU, relu_solution, resource_warnings_as_errors, write_all
 from gymnasium.utils.env_checker import check_env
 
 import cudagym  # noqa: F401
@@ -41,7 +41,17 @@ def test_reset_is_deterministic_and_selectable(env: CudaKernelEnv) -> None:
     assert env.observation_space.contains(obs)
 
 
-def test_correct_episode_reaches_a_positive_tier(env: CudaKernelEnv) -> None:
+def test_correct_episode_reaches_a_positive_tier(fast_config: EvalConfig) -> None:
+    """A whole compile-verify-profile-submit episode, which leaves no pipe or file unclosed (ResourceWarning)."""
+    with resource_warnings_as_errors():
+        env = CudaKernelEnv(backend="cpu", eval_config=fast_config, max_turns=50)
+        try:
+            _play_the_correct_episode(env)
+        finally:
+            env.close()
+
+
+def _play_the_correct_episode(env: CudaKernelEnv) -> None:
     env.reset(options={"task_id": RELU})
     write_all(env, relu_solution())
     obs, reward, terminated, truncated, info = env.step(tool_call("compile"))
