@@ -27,13 +27,11 @@ goes with it (a finaliser), also when an exception skipped ``close()``.
 from __future__ import annotations
 
 import dataclasses
-import string
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import default_cache_dir
@@ -47,6 +45,7 @@ from cudagym.tasks import Task, TaskSet
 from cudagym.tasks import load as load_tasks
 from cudagym.tasks.degeneracy import VerdictStore
 from cudagym.text import clean
+from cudagym.text_space import PrintableText
 from cudagym.tools import (
     Compile,
     EditFile,
@@ -63,7 +62,6 @@ from cudagym.tools import (
 from cudagym.workspace import Workspace, WorkspaceError, WorkspaceLimits
 
 EvaluatorFactory = Callable[[Task, Backend, EvalConfig], Evaluator]
-CHARSET = string.printable
 
 
 class CudaKernelEnv(gym.Env[str, str]):
@@ -139,8 +137,9 @@ class CudaKernelEnv(gym.Env[str, str]):
 
             evaluator_factory = ServiceEvaluatorFactory(str(service_socket))
         self._evaluator_factory = evaluator_factory or self._local_evaluator
-        self.observation_space = spaces.Text(max_length=max_obs_chars, min_length=0, charset=CHARSET)
-        self.action_space = spaces.Text(max_length=max_action_chars, min_length=0, charset=CHARSET)
+        # PrintableText: shared-memory vector envs read it live (the default async make_vec works)
+        self.observation_space = PrintableText(max_obs_chars)
+        self.action_space = PrintableText(max_action_chars)
         self.task: Task | None = None
         self.workspace: Workspace | None = None
         self.evaluator: Evaluator | None = None
