@@ -53,6 +53,7 @@ from cudagym.tools import (
     ParseFailure,
     Profile,
     ReadFile,
+    SchemaFormat,
     Submit,
     ToolCall,
     Verify,
@@ -263,11 +264,12 @@ class CudaKernelEnv(gym.Env[str, str]):
 
     # -- tools -------------------------------------------------------------------------------------
 
-    def tool_schemas(self, format: str = "openai") -> list[dict[str, Any]]:
-        """Function-calling schemas of the tools ("openai", "anthropic" or "json")."""
+    def tool_schemas(self, format: SchemaFormat = "openai", *, strict: bool = False) -> list[dict[str, Any]]:
+        """Function-calling schemas of the tools: ``format`` "openai", "openai-responses", "anthropic" or "json";
+        ``strict`` for OpenAI's strict mode (``cudagym.tools.tool_schemas``)."""
         from cudagym.tools import tool_schemas
 
-        return tool_schemas(format)  # type: ignore[arg-type]
+        return tool_schemas(format, strict=strict)
 
     def _get_evaluator(self) -> Evaluator:
         assert self.task is not None
