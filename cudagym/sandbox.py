@@ -190,7 +190,7 @@ def _kill_all(pids: list[int]) -> None:
 
 
 class OutputCapture:
-    """Reads a pipe to its end, keeping at most ``head`` + ``tail`` bytes and counting the rest; closes the pipe there."""
+    """Reads a pipe to its end and closes it, keeping at most ``head`` + ``tail`` bytes and counting the rest."""
 
     def __init__(self, stream: Any, head: int = 32 * 1024, tail: int = 32 * 1024) -> None:
         self._stream, self._head_max, self._tail_max = stream, head, tail

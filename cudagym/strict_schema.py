@@ -44,7 +44,6 @@ STRICT_KEYWORDS = frozenset(
 """The JSON Schema keywords a strict-mode schema keeps (see the module doc)."""
 
 
-
 def _length_note(key: str, value: int) -> str:
     if key == "minLength":
         return "not empty" if value == 1 else f"at least {value} characters"

@@ -27,6 +27,7 @@ goes with it (a finaliser), also when an exception skipped ``close()``.
 from __future__ import annotations
 
 import dataclasses
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -61,6 +62,8 @@ from cudagym.tools import (
     parse_action,
 )
 from cudagym.workspace import Workspace, WorkspaceError, WorkspaceLimits
+
+logger = logging.getLogger(__name__)
 
 EvaluatorFactory = Callable[[Task, Backend, EvalConfig], Evaluator]
 
@@ -168,6 +171,7 @@ class CudaKernelEnv(gym.Env[str, str]):
             self.evaluator.retarget(task)  # keeps the warm processes for the next task
             self._evaluator_task = task.id
         self.task = task
+        logger.debug("reset to %s on %s", task.id, self.backend.name)
         if self.evaluator is None and prepares_ahead(self.eval_config, self.backend):
             self._get_evaluator()  # it prepares the task while the agent reads the instructions
         instructions = render_instructions(task, self.backend, max_turns=self.max_turns)
@@ -227,6 +231,7 @@ class CudaKernelEnv(gym.Env[str, str]):
         }
         if harness_failed:
             info["harness_error"] = result.message
+            logger.warning("%s on %s: the harness failed (reward 0.0): %s", result.stage, self.task.id, result.message)
         if isinstance(result, SubmitResult):
             info.update(
                 timing_fair=result.timing_fair,

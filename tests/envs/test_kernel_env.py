@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import string
 
@@ -41,14 +42,19 @@ def test_reset_is_deterministic_and_selectable(env: CudaKernelEnv) -> None:
     assert env.observation_space.contains(obs)
 
 
-def test_correct_episode_reaches_a_positive_tier(fast_config: EvalConfig) -> None:
-    """A whole compile-verify-profile-submit episode, which leaves no pipe or file unclosed (ResourceWarning)."""
-    with resource_warnings_as_errors():
+def test_correct_episode_reaches_a_positive_tier(fast_config: EvalConfig, caplog: pytest.LogCaptureFixture) -> None:
+    """A whole compile-verify-profile-submit episode, which leaves no pipe or file unclosed (ResourceWarning) and
+    logs each stage's outcome (at INFO; a build found in the cache at DEBUG)."""
+    with resource_warnings_as_errors(), caplog.at_level(logging.DEBUG, logger="cudagym"):
         env = CudaKernelEnv(backend="cpu", eval_config=fast_config, max_turns=50)
         try:
             _play_the_correct_episode(env)
         finally:
             env.close()
+    outcomes = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    for prefix in (f"verify {RELU}: ok in", f"profile {RELU}: ok in", f"submit {RELU}: ok, tier"):
+        assert any(message.startswith(prefix) for message in outcomes), (prefix, outcomes)
+    assert any(r.getMessage().startswith("compile: ok in") for r in caplog.records if r.name == "cudagym.build")
 
 
 def _play_the_correct_episode(env: CudaKernelEnv) -> None:
