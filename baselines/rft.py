@@ -22,7 +22,9 @@ writes one JSON line per kept episode, in OpenAI's chat format with function cal
 Each action becomes an assistant message whose ``tool_calls`` holds the parsed call (arguments as a JSON
 string, only those the agent gave); reasoning written around a ``<tool_call>`` block stays as the
 message's ``content``. Each observation becomes the ``tool`` message answering it. The episode's last
-observation (after ``submit``) is kept, so every call has its answer.
+observation (after ``submit``) is kept, so every call has its answer. That is OpenAI's fine-tuning form;
+``chat_format="hf"`` (``cudagym rft-export --format hf``) writes the messages as Hugging Face chat templates take them
+instead (:func:`cudagym.wrappers.to_hf`: arguments as objects or JSON text, no null content).
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ import json
 import re
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from cudagym.baselines.agents import split_first_observation
 from cudagym.tools import ParseFailure, parse_action, tool_schemas
+from cudagym.wrappers.chat import ArgumentsForm, to_hf
+
+ChatFormat = Literal["openai", "hf"]
 
 _TAG_RE = re.compile(r"<tool_call>.*?</tool_call>", re.DOTALL)
 
@@ -141,14 +146,31 @@ def trajectory_messages(trajectory: Any, *, strict: bool = True) -> list[dict[st
     return messages
 
 
-def export_rft(trajectories: str | Path, out: str | Path, rules: RFTFilter | None = None) -> RFTExport:
+def export_rft(
+    trajectories: str | Path,
+    out: str | Path,
+    rules: RFTFilter | None = None,
+    *,
+    chat_format: ChatFormat = "openai",
+    arguments: ArgumentsForm = "object",
+    null_content: str = "",
+) -> RFTExport:
     """Writes the trajectories that pass ``rules`` as chat-format JSONL (see the module doc).
 
     Args:
         trajectories: the JSONL :func:`cudagym.evaluation.evaluate` recorded.
         out: the chat JSONL to write (overwritten).
         rules: the selection; None: CUDA Agent's (reward > 0, no invalid calls, no loops).
+        chat_format: ``"openai"``: OpenAI's fine-tuning form (above: arguments as JSON text, ``content`` null next
+            to tool calls); ``"hf"``: the messages through :func:`cudagym.wrappers.to_hf`, ready for a Hugging Face
+            chat template (``tokenizer.apply_chat_template(line["messages"], tools=line["tools"])``, as TRL's
+            SFTTrainer renders a ``messages``/``tools`` dataset).
+        arguments: with ``"hf"``: the tool calls' arguments as objects (``"object"``, what Qwen3.5+, GLM-4-MoE and
+            Gemma 4 templates need) or JSON text (``"string"``, what DeepSeek-V3's needs).
+        null_content: with ``"hf"``: the text that stands for a null ``content``.
     """
+    if chat_format not in ("openai", "hf"):
+        raise ValueError(f"chat_format must be 'openai' or 'hf', got {chat_format!r}")
     from cudagym.evaluation import read_trajectories
 
     rules = rules or RFTFilter()
@@ -169,6 +191,8 @@ def export_rft(trajectories: str | Path, out: str | Path, rules: RFTFilter | Non
             if messages is None:
                 invalid += 1
                 continue
+            if chat_format == "hf":
+                messages = to_hf(messages, arguments=arguments, null_content=null_content)
             line: dict[str, Any] = {"messages": messages}
             if schemas is not None:
                 line["tools"] = schemas

@@ -2,11 +2,21 @@
 
 ``import cudagym`` registers ``CudaKernel-v0``; ``gym.make("cudagym:CudaKernel-v0")`` works without the
 import (the form spawned vector-env workers need: Gymnasium 1.x has no plugin entry points).
+
+The library reports through ``logging``: each module logs to ``logging.getLogger(__name__)`` under the ``cudagym``
+logger, which has a ``NullHandler`` and nothing else, so it prints nothing until the application configures logging
+(``logging.basicConfig(level=logging.INFO)``, or ``cudagym --log-level info`` on the command line). Levels: DEBUG for
+routine steps, INFO for the outcome of a stage or a load, WARNING where something fell back to a weaker path (a
+failed fork server, no sandbox, a harness failure).
 """
 
 from __future__ import annotations
 
+import logging
+
 import gymnasium as gym
+
+logging.getLogger(__name__).addHandler(logging.NullHandler())
 
 __version__ = "0.1.0"
 

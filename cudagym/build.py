@@ -18,6 +18,7 @@ import dataclasses
 import fcntl
 import functools
 import hashlib
+import logging
 import os
 import re
 import shutil
@@ -37,6 +38,8 @@ from cudagym.compiler_sandbox import CompilerIsolation, CompilerSandbox
 from cudagym.results import CompileResult, KernelResources, Stage, Status
 from cudagym.text import clean
 from cudagym.workspace import TEMPLATES, Workspace
+
+logger = logging.getLogger(__name__)
 
 EXTENSION_NAME = "cuda_extension"
 _TORCH_INCLUDE_RE = re.compile(r'^\s*#\s*include\s*[<"](torch/|ATen/|c10/|pybind11/|binding_registry\.h)', re.M)
@@ -143,6 +146,7 @@ class Builder:
         try:
             jail = self.sandbox.prefix(cwd=cwd, readonly=readonly, writable=[scratch, *writable])
         except (OSError, ValueError) as exc:
+            logger.warning("the compiler sandbox could not be set up for %s: %s", Path(cmd[0]).name, exc)
             return compiler_jail.FAILED, f"{compiler_jail.MESSAGE} {exc}"
         env = dict(extra_env or {})
         if jail:
@@ -241,6 +245,8 @@ class Builder:
             if gch.exists():
                 return header
             header.write_text(PCH_HEADER)
+            logger.info("building the precompiled header of the binding headers in %s", folder)
+            started = time.monotonic()
             tmp = folder / f"tmp-{os.getpid()}-{threading.get_ident()}.gch"
             with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as scratch:
                 command = [self.toolchain.cxx, *flags, "-x", "c++-header", str(header), "-o", str(tmp)]
@@ -248,8 +254,10 @@ class Builder:
             if proc[0] != 0:
                 failed.write_text(proc[1])
                 tmp.unlink(missing_ok=True)
+                logger.warning("the precompiled header failed to build (bindings compile without it): %s", failed)
                 return None
             tmp.rename(gch)
+            logger.info("precompiled header built in %.1f s", time.monotonic() - started)
         cache_bound.maybe_sweep(self.cache_dir, self.options.cache_limits)
         return header
 
@@ -257,6 +265,19 @@ class Builder:
 
     def build(self, workspace: Workspace) -> CompileResult:
         """Compiles ``kernels/*.cu|*.cpp`` and ``binding.cpp`` and links ``cuda_extension``."""
+        result = self._build(workspace)
+        logger.log(
+            logging.DEBUG if result.cached else logging.INFO,
+            "compile: %s in %.2f s (%d compiled, %d reused)%s",
+            result.status.value,
+            result.seconds,
+            result.objects_compiled,
+            result.objects_reused,
+            f": {result.message}" if not result.ok else "",
+        )
+        return result
+
+    def _build(self, workspace: Workspace) -> CompileResult:
         start = time.monotonic()
         ws = workspace.path
         sources = workspace.kernel_sources()

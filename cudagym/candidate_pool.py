@@ -17,6 +17,7 @@ in ``fork_server_error``."""
 from __future__ import annotations
 
 import functools
+import logging
 import threading
 import time
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,8 @@ from cudagym.harness.common import PROFILER_WARMUP_ENV
 from cudagym.results import Status
 from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, scrubbed_env, signal_name
 from cudagym.text import clean
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from cudagym.workspace import Workspace
@@ -66,6 +69,7 @@ class CandidatePool:
             if self._server is not None:
                 self._server_failed(self._server, "the fork server exited")
             self._server = ForkServer(scrubbed_env(self.backend.threads, self.env), on_ready=self._server_ready)
+            logger.debug("fork server started (pid %d)", self._server.proc.pid)
         return self._server
 
     def _server_ready(self, server: ForkServer) -> None:
@@ -76,6 +80,8 @@ class CandidatePool:
     def _server_failed(self, server: ForkServer, why: str) -> None:
         self._server_failures += 1
         self.fork_server_error = why
+        fallback = "candidates start as new interpreters" if self._server_failures >= 2 else "starting another"
+        logger.warning("the fork server failed (%s): %s", fallback, why)
         server.close()
         if self._server is server:
             self._server = None

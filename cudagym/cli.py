@@ -5,11 +5,15 @@ tool calls (write, compile, verify, profile, submit) and prints the episode and 
 ``cudagym tasks list|show``: inspect task sets.
 ``cudagym serve``: the local evaluation service shared by the environments of one machine.
 ``cudagym prepare``: the precompiled header, the GPU library and the bytecode cache, built ahead of time.
+
+``--log-level debug|info|warning|error`` (before or right after the command; default warning) sends the library's
+log records (the ``cudagym`` logger) to stderr at that level.
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -71,8 +75,35 @@ def _fmt(value: float | None) -> str:
     return f"{value:.3g}x" if isinstance(value, (int, float)) else "n/a"
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")
+DEFAULT_LOG_LEVEL = "warning"
+
+
+def configure_logging(level: str) -> None:
+    """Sends the ``cudagym`` logger's records at ``level`` and above to stderr, one line each (replacing the handler
+    an earlier call added; other loggers are left as they are)."""
+    logger = logging.getLogger("cudagym")
+    for handler in [h for h in logger.handlers if getattr(h, "cudagym_cli", False)]:
+        logger.removeHandler(handler)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
+    handler.cudagym_cli = True  # type: ignore[attr-defined]
+    logger.addHandler(handler)
+    logger.setLevel(level.upper())
+
+
+def _add_log_level(parser: argparse.ArgumentParser, default: str | None) -> None:
+    parser.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default=default if default is not None else argparse.SUPPRESS,
+        help=f"log the library's records at this level and above to stderr (default {DEFAULT_LOG_LEVEL})",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="cudagym", description="GPU-kernel optimisation as an RL environment.")
+    _add_log_level(parser, DEFAULT_LOG_LEVEL)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     run = sub.add_parser("run", help="play a task's reference solution with the scripted agent")
     run.add_argument("--task", default=DEFAULT_TASK, help=f"task id (default {DEFAULT_TASK})")
@@ -98,12 +129,15 @@ def build_parser() -> argparse.ArgumentParser:
     from cudagym.prepare import add_prepare_command
 
     add_prepare_command(sub)
+    for command in sub.choices.values():  # also after the command: cudagym run --log-level info
+        _add_log_level(command, None)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    configure_logging(args.log_level)
     return int(args.func(args))
 
 

@@ -188,6 +188,23 @@ def _configure_rft(parser: argparse.ArgumentParser) -> None:
         "--max-repeats", type=int, default=3, metavar="N", help="drop an action repeated more than N times in a row"
     )
     parser.add_argument("--no-tools", action="store_true", help="leave the tool schemas out of each line")
+    parser.add_argument(
+        "--format",
+        choices=("openai", "hf"),
+        default="openai",
+        help="openai: OpenAI's fine-tuning form (arguments as JSON text); hf: messages as Hugging Face chat templates "
+        "take them (cudagym.wrappers.to_hf)",
+    )
+    parser.add_argument(
+        "--arguments",
+        choices=("object", "string"),
+        default="object",
+        help="with --format hf: tool-call arguments as objects (Qwen3.5+, GLM-4-MoE, Gemma 4) or JSON text "
+        "(DeepSeek-V3); default object",
+    )
+    parser.add_argument(
+        "--null-content", default="", metavar="TEXT", help='with --format hf: the text for a null content (default "")'
+    )
 
 
 def _run_rft(args: argparse.Namespace) -> int:
@@ -199,7 +216,14 @@ def _run_rft(args: argparse.Namespace) -> int:
         max_repeats=args.max_repeats if args.max_repeats > 0 else None,
         include_tools=not args.no_tools,
     )
-    done = export_rft(args.trajectories, args.out, rules)
+    done = export_rft(
+        args.trajectories,
+        args.out,
+        rules,
+        chat_format=args.format,
+        arguments=args.arguments,
+        null_content=args.null_content,
+    )
     print(
         f"{done.kept} of {done.read} trajectories written to {done.out} (dropped: {done.low_reward} reward <= "
         f"{rules.min_reward:g}, {done.invalid} invalid calls, {done.loops} loops)"

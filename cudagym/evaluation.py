@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import queue
 import sys
@@ -44,6 +45,8 @@ from cudagym.metrics import (
     read_results,
 )
 from cudagym.tasks.task import Task, TaskSet
+
+logger = logging.getLogger(__name__)
 
 QUICK_EVAL_CONFIG = EvalConfig(
     num_checks=3,
@@ -422,6 +425,7 @@ def evaluate(
                         env = env_factory(task_set)
                     result, trajectory = play_episode(env, agent, task, stop=stop)
                 except Exception as error:
+                    logger.warning("the episode of %s ended in an exception", task.id, exc_info=error)
                     _close(env)
                     env = None
                     result = EpisodeResult(
@@ -436,6 +440,12 @@ def evaluate(
                     trajectory = None
                 if result.error == "interrupted":
                     return
+                logger.info(
+                    "%s: %s in %.1f s",
+                    task.id,
+                    f"tier {result.tier}" if result.submitted else result.stop_reason,
+                    result.seconds,
+                )
                 record(result, trajectory)
         finally:
             _close(env)

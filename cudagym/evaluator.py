@@ -17,6 +17,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
+import logging
 import secrets
 import shutil
 import tempfile
@@ -70,6 +71,7 @@ from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace
 
+logger = logging.getLogger(__name__)
 _AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
 COMPILE_POLL_S = 0.1  # how often the baselines timed ahead ask whether the reference's torch.compile is done
 
@@ -190,6 +192,7 @@ class LocalEvaluator:
             self._baselining.start()
         except Exception as exc:  # the stages start what is missing and report their own errors
             self.ahead_error = f"{type(exc).__name__}: {exc}"
+            logger.warning("preparing %s ahead failed (the stages do it themselves): %s", task.id, self.ahead_error)
 
     def _mark_ahead(self, step: str) -> None:
         self.ahead_marks[step] = round(time.monotonic() - self._ahead_start, 3)
@@ -201,6 +204,7 @@ class LocalEvaluator:
             self.builder.precompiled_header()
         except Exception as exc:  # the compile builds it again and reports its own error
             self.ahead_error = f"precompiled header: {type(exc).__name__}: {exc}"
+            logger.warning("building the precompiled header ahead failed (the compile tries again): %s", exc)
 
     def _unchecked_inputs(self, ref: ReferenceProcess, key: str, path: str = "") -> dict[str, Any]:
         """A fresh input set ``key`` from a secret seed, kept in the reference (and written to ``path``)."""
@@ -526,6 +530,7 @@ class LocalEvaluator:
         )
         own = deadline - candidate_from if candidate_from is not None else None
         self.memo.remember(key, result, candidate_seconds=own, timeout=self.config.verify_timeout)
+        logger.info("verify %s: %s in %.1f s", self.task.id, status.value, result.seconds)
         return result
 
     # -- profile -----------------------------------------------------------------------------------
@@ -614,6 +619,7 @@ class LocalEvaluator:
         except Exception as exc:  # the profile times what is missing and reports its own errors
             if not self._closing and self.task is task:
                 self.ahead_error = f"baselines: {type(exc).__name__}: {exc}"
+                logger.warning("timing %s's baselines ahead failed (the profile times them): %s", task.id, exc)
         finally:
             if ref.alive and not self._closing:
                 try:
@@ -798,6 +804,16 @@ class LocalEvaluator:
         )
         own = deadline - candidate_from if candidate_from is not None else None
         self.memo.remember(key, result, candidate_seconds=own, timeout=self.config.profile_timeout)
+        logger.info(
+            "profile %s: %s in %.1f s (candidate %s ms, eager %s ms)",
+            self.task.id,
+            status.value,
+            result.seconds,
+            f"{candidate_ms:.4g}" if candidate_ms is not None else "n/a",
+            f"{eager_ms:.4g}" if eager_ms is not None else "n/a",
+        )
+        if not verdict.fair:
+            logger.warning("profile %s: the machine was busy, the speedups are the conservative ones", self.task.id)
         return result
 
     def _ncu(self, workspace: Workspace, compiled: CompileResult) -> str:
@@ -882,6 +898,7 @@ class LocalEvaluator:
         status = Status.OK if tier > 0 else (failing.status if failing else Status.MISMATCH)
         if failing is not None and failing.status is Status.HARNESS_ERROR:  # not the agent's doing: no tier to trust
             status, tier, message = Status.HARNESS_ERROR, -1, f"Not evaluated: {failing.message}"
+        logger.info("submit %s: %s, tier %d", self.task.id, status.value, tier)
         return SubmitResult(
             stage=Stage.SUBMIT,
             status=status,
@@ -910,6 +927,7 @@ class LocalEvaluator:
 
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""
+        logger.debug("closing the evaluator of %s", self.task.id)
         self._closing = True  # a preparation ahead stops at its next step (its current call fails below)
         if self.bytecode_filler is not None:
             self.bytecode_filler.stop()
@@ -930,6 +948,7 @@ class LocalEvaluator:
 
 def _harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> Any:
     """A result saying that the evaluation machinery (not the agent's code) failed, with the reason."""
+    logger.warning("%s: the evaluation harness failed: %s", stage.value, exc)
     return cls(
         stage=stage,
         status=Status.HARNESS_ERROR,

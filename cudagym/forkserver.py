@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import os
 import signal
 import socket
@@ -28,6 +29,8 @@ from typing import IO, Any
 from cudagym import bytecode
 from cudagym.harness.forkserver import PREIMPORT_ENV  # passed on to the server (what it imports before forking)
 from cudagym.sandbox import HARNESS_DIR, OutputCapture
+
+logger = logging.getLogger(__name__)
 
 ENABLE_ENV = "CUDAGYM_FORK_SERVER"  # "0"/"off": candidates start as new interpreters whatever EvalConfig says
 READY_TIMEOUT_S = 180.0  # importing torch on a loaded machine
@@ -142,6 +145,10 @@ class ForkServer:
                     self._ready = bool(message["ready"])
                     self.preimported = bool(message.get("preimported"))
                     self._error = message.get("error", "")
+                    if self._ready:
+                        logger.debug("fork server %d ready (profiler preimported: %s)", self.proc.pid, self.preimported)
+                    else:
+                        logger.warning("the fork server could not get ready: %s", self._error)
                     if self._ready and self.on_ready is not None:
                         threading.Thread(target=self.on_ready, args=(self,), name="cudagym-fill", daemon=True).start()
                 elif "exit" in message:
@@ -198,6 +205,7 @@ class ForkServer:
             why = reply.get("error") if reply else (self._error or "no answer")
             raise ForkServerError(f"the fork server could not start a {role}: {why}")
         pid = int(reply["pid"])
+        logger.debug("forked a %s (pid %d)", role, pid)
         return ForkedProcess(self, pid, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"), channel_r)
 
     def exit_status(self, pid: int) -> int | None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -20,6 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
+logger = logging.getLogger(__name__)
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
 AUTO = "auto"
 CHILD_PREFIX = "cudagym-child-"
@@ -147,6 +149,13 @@ def isolation_status() -> IsolationStatus:
         reasons = {step: f"the probe failed: {exc}" for step in steps}
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
+    missing = {step: why for step, why in reasons.items() if why}
+    if missing:  # a weaker sandbox: say so once per process
+        logger.warning(
+            "candidate isolation without %s: %s", ", ".join(missing), "; ".join(f"{k}: {v}" for k, v in missing.items())
+        )
+    else:
+        logger.debug("every isolation step works here")
     return IsolationStatus(**reasons)
 
 

@@ -190,7 +190,7 @@ def _kill_all(pids: list[int]) -> None:
 
 
 class OutputCapture:
-    """Reads a pipe to its end, keeping at most ``head`` + ``tail`` bytes and counting the rest."""
+    """Reads a pipe to its end and closes it, keeping at most ``head`` + ``tail`` bytes and counting the rest."""
 
     def __init__(self, stream: Any, head: int = 32 * 1024, tail: int = 32 * 1024) -> None:
         self._stream, self._head_max, self._tail_max = stream, head, tail
@@ -199,8 +199,22 @@ class OutputCapture:
         self._thread.start()
 
     def _pump(self) -> None:
+        try:
+            self._read_to_end()
+        finally:
+            # the pipe is done with once its writers are gone: closed here, not left for the garbage collector
+            # (an unclosed pipe is a ResourceWarning, and a file descriptor held until then)
+            try:
+                self._stream.close()
+            except OSError:
+                pass
+
+    def _read_to_end(self) -> None:
         while True:
-            chunk = self._stream.read1(1 << 20) if hasattr(self._stream, "read1") else self._stream.read(1 << 20)
+            try:
+                chunk = self._stream.read1(1 << 20) if hasattr(self._stream, "read1") else self._stream.read(1 << 20)
+            except (OSError, ValueError):  # closed under us
+                break
             if not chunk:
                 break
             self.total += len(chunk)

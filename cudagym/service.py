@@ -28,6 +28,7 @@ import enum
 import functools
 import hashlib
 import json
+import logging
 import os
 import secrets
 import socket
@@ -52,6 +53,7 @@ from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace, WorkspaceLimits
 
+logger = logging.getLogger(__name__)
 PROTOCOL = 1
 _RESULT_TYPES = {
     cls.__name__: cls
@@ -293,6 +295,7 @@ class ServiceEvaluator:
             reason = str(exc)
         except (RuntimeError, ValueError, KeyError, TypeError) as exc:
             reason = f"{type(exc).__name__}: {exc}"
+        logger.warning("the evaluation service failed a %s of %s: %s", op, self.task.id, reason)
         return cls(
             stage=stage,
             status=Status.HARNESS_ERROR,
@@ -367,6 +370,7 @@ class _Session:
             self.close()
             task, config = decode(Task, message["task"]), decode(EvalConfig, message["config"])
             self.evaluator = LocalEvaluator(task, self.server.backend, config, cache_dir=self.server.cache_dir)
+            logger.debug("session opened for %s", task.id)
             return {"ok": True}
         if op == "close":
             self.close()
@@ -449,6 +453,7 @@ class EvaluationServer:
         """Accepts connections until :meth:`shutdown` (or an exception in the calling thread)."""
         self._listener = self._bind()
         authkey = key_path(self.socket_path).read_bytes()
+        logger.info("serving %s evaluations on %s", self.backend.name, self.socket_path)
         try:
             while not self._stopping:
                 try:
@@ -477,10 +482,13 @@ class EvaluationServer:
                     reply = session.handle(message)
                 except Exception as exc:  # the machinery failed: the client reports a harness error
                     detail = "".join(traceback.format_exception_only(exc)).strip()
+                    logger.warning("a %s request failed in the server: %s", message.get("op"), detail, exc_info=exc)
                     reply = {"ok": False, "error": f"{detail} (in {message.get('op')})"}
                 conn.send_bytes(json.dumps(reply).encode())
-        except (EOFError, OSError, ValueError, AuthenticationError):
-            pass  # the client left, or was not one of ours (wrong key)
+        except AuthenticationError:
+            logger.warning("refused a connection to %s that did not hold the key", self.socket_path)
+        except (EOFError, OSError, ValueError):
+            pass  # the client left
         finally:
             session.close()
             conn.close()

@@ -8,7 +8,9 @@ Accepted forms of one call (design.md):
    (``arguments`` as a JSON string or an object), alone or as the only entry of a ``tool_calls`` list.
 
 ``parse_action`` never raises: it returns either a validated tool model or a :class:`ParseFailure` whose
-``message`` says what was wrong and shows the right form.
+``message`` says what was wrong and shows the right form. ``null`` for an optional argument means its default (what a
+model under OpenAI's strict mode sends). ``tool_schemas`` exports the tools for function calling: OpenAI Chat
+Completions and Responses API (either also in strict mode), Anthropic, and a plain form.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from collections.abc import Mapping
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cudagym.strict_schema import strict_schema
 
 
 class Tool(BaseModel):
@@ -215,8 +219,15 @@ def _from_object(obj: Any) -> ToolCall | ParseFailure:
             f"Example: {TOOLS_BY_NAME[name].example()}",
             tool=name,
         )
+    tool = TOOLS_BY_NAME[name]
+    # null for an optional argument is its default: what a strict-mode schema (``tool_schemas(strict=True)``) sends
+    arguments = {
+        key: value
+        for key, value in arguments.items()
+        if not (value is None and key in tool.model_fields and not tool.model_fields[key].is_required())
+    }
     try:
-        return TOOLS_BY_NAME[name].model_validate(dict(arguments))
+        return tool.model_validate(arguments)
     except ValidationError as e:
         return _fail("bad_arguments", _format_validation(name, e), tool=name)
 
@@ -252,8 +263,28 @@ def parse_action(action: Any) -> ToolCall | ParseFailure:
     return _from_object(obj)
 
 
-def tool_schemas(format: Literal["openai", "anthropic", "json"] = "openai") -> list[dict[str, Any]]:
-    """Function-calling schemas generated from the tool models."""
+SchemaFormat = Literal["openai", "openai-responses", "anthropic", "json"]
+SCHEMA_FORMATS: tuple[str, ...] = ("openai", "openai-responses", "anthropic", "json")
+
+
+def tool_schemas(format: SchemaFormat = "openai", *, strict: bool = False) -> list[dict[str, Any]]:
+    """Function-calling schemas generated from the tool models, one per tool, in the order of ``TOOLS``.
+
+    Args:
+        format: ``"openai"``: Chat Completions ``tools`` entries, ``{"type": "function", "function": {"name",
+            "description", "parameters"}}`` (with ``"strict": true`` in ``function`` when ``strict``);
+            ``"openai-responses"``: Responses API entries, ``{"type": "function", "name", "description",
+            "parameters", "strict"}``; ``"anthropic"``: ``{"name", "description", "input_schema"}``; ``"json"``:
+            ``{"name", "description", "parameters"}``, the plain form other frameworks wrap themselves.
+        strict: the parameters in OpenAI's strict-mode form (``cudagym.strict_schema``: every property required,
+            optional ones nullable, ``additionalProperties: false`` everywhere), so that a model served with
+            Structured Outputs always sends arguments the parser takes; ``null`` for an optional argument means its
+            default. Not for ``"anthropic"`` (ValueError).
+    """
+    if format not in SCHEMA_FORMATS:
+        raise ValueError(f"unknown schema format {format!r}; use {', '.join(repr(f) for f in SCHEMA_FORMATS)}")
+    if strict and format == "anthropic":
+        raise ValueError("strict=True is OpenAI's strict mode: use format 'openai', 'openai-responses' or 'json'")
     schemas = []
     for tool in TOOLS:
         schema = tool.model_json_schema()
@@ -262,19 +293,20 @@ def tool_schemas(format: Literal["openai", "anthropic", "json"] = "openai") -> l
         for prop in schema.get("properties", {}).values():
             prop.pop("title", None)
         schema.setdefault("properties", {})
+        if strict:
+            schema = strict_schema(schema)
+        name = tool.tool_name()
         if format == "openai":
+            function = {"name": name, "description": description, "parameters": schema}
+            schemas.append({"type": "function", "function": {**function, "strict": True} if strict else function})
+        elif format == "openai-responses":
             schemas.append(
-                {
-                    "type": "function",
-                    "function": {"name": tool.tool_name(), "description": description, "parameters": schema},
-                }
+                {"type": "function", "name": name, "description": description, "parameters": schema, "strict": strict}
             )
         elif format == "anthropic":
-            schemas.append({"name": tool.tool_name(), "description": description, "input_schema": schema})
-        elif format == "json":
-            schemas.append({"name": tool.tool_name(), "description": description, "parameters": schema})
+            schemas.append({"name": name, "description": description, "input_schema": schema})
         else:
-            raise ValueError(f"unknown schema format {format!r}; use 'openai', 'anthropic' or 'json'")
+            schemas.append({"name": name, "description": description, "parameters": schema})
     return schemas
 
 

@@ -27,13 +27,12 @@ goes with it (a finaliser), also when an exception skipped ``close()``.
 from __future__ import annotations
 
 import dataclasses
-import string
+import logging
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
-from gymnasium import spaces
 
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import default_cache_dir
@@ -47,6 +46,7 @@ from cudagym.tasks import Task, TaskSet
 from cudagym.tasks import load as load_tasks
 from cudagym.tasks.degeneracy import VerdictStore
 from cudagym.text import clean
+from cudagym.text_space import PrintableText
 from cudagym.tools import (
     Compile,
     EditFile,
@@ -54,6 +54,7 @@ from cudagym.tools import (
     ParseFailure,
     Profile,
     ReadFile,
+    SchemaFormat,
     Submit,
     ToolCall,
     Verify,
@@ -62,8 +63,9 @@ from cudagym.tools import (
 )
 from cudagym.workspace import Workspace, WorkspaceError, WorkspaceLimits
 
+logger = logging.getLogger(__name__)
+
 EvaluatorFactory = Callable[[Task, Backend, EvalConfig], Evaluator]
-CHARSET = string.printable
 
 
 class CudaKernelEnv(gym.Env[str, str]):
@@ -139,8 +141,9 @@ class CudaKernelEnv(gym.Env[str, str]):
 
             evaluator_factory = ServiceEvaluatorFactory(str(service_socket))
         self._evaluator_factory = evaluator_factory or self._local_evaluator
-        self.observation_space = spaces.Text(max_length=max_obs_chars, min_length=0, charset=CHARSET)
-        self.action_space = spaces.Text(max_length=max_action_chars, min_length=0, charset=CHARSET)
+        # PrintableText: shared-memory vector envs read it live (the default async make_vec works)
+        self.observation_space = PrintableText(max_obs_chars)
+        self.action_space = PrintableText(max_action_chars)
         self.task: Task | None = None
         self.workspace: Workspace | None = None
         self.evaluator: Evaluator | None = None
@@ -168,6 +171,7 @@ class CudaKernelEnv(gym.Env[str, str]):
             self.evaluator.retarget(task)  # keeps the warm processes for the next task
             self._evaluator_task = task.id
         self.task = task
+        logger.debug("reset to %s on %s", task.id, self.backend.name)
         if self.evaluator is None and prepares_ahead(self.eval_config, self.backend):
             self._get_evaluator()  # it prepares the task while the agent reads the instructions
         instructions = render_instructions(task, self.backend, max_turns=self.max_turns)
@@ -227,6 +231,7 @@ class CudaKernelEnv(gym.Env[str, str]):
         }
         if harness_failed:
             info["harness_error"] = result.message
+            logger.warning("%s on %s: the harness failed (reward 0.0): %s", result.stage, self.task.id, result.message)
         if isinstance(result, SubmitResult):
             info.update(
                 timing_fair=result.timing_fair,
@@ -264,11 +269,12 @@ class CudaKernelEnv(gym.Env[str, str]):
 
     # -- tools -------------------------------------------------------------------------------------
 
-    def tool_schemas(self, format: str = "openai") -> list[dict[str, Any]]:
-        """Function-calling schemas of the tools ("openai", "anthropic" or "json")."""
+    def tool_schemas(self, format: SchemaFormat = "openai", *, strict: bool = False) -> list[dict[str, Any]]:
+        """Function-calling schemas of the tools: ``format`` "openai", "openai-responses", "anthropic" or "json";
+        ``strict`` for OpenAI's strict mode (``cudagym.tools.tool_schemas``)."""
         from cudagym.tools import tool_schemas
 
-        return tool_schemas(format)  # type: ignore[arg-type]
+        return tool_schemas(format, strict=strict)
 
     def _get_evaluator(self) -> Evaluator:
         assert self.task is not None

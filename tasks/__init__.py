@@ -1,5 +1,7 @@
-"""Tasks and task sets: ``load(name, **options)``, ``register_task_set(name, loader)``."""
+"""Tasks and task sets: ``load(name, **options)``, ``register_task_set(name, loader)``; ``to_rows`` and
+``to_hf_dataset`` for trainers' prompt datasets."""
 
+from cudagym.tasks.hub import HubUnreachable
 from cudagym.tasks.input_verdict import InputVerdict
 from cudagym.tasks.registry import (
     ENTRY_POINT_GROUP,
@@ -11,9 +13,11 @@ from cudagym.tasks.registry import (
 )
 from cudagym.tasks.requirements import missing_requirements, requirement_notes
 from cudagym.tasks.task import Task, TaskMetadata, TaskSet, rewrite_constants
+from cudagym.tasks.trainer_rows import to_hf_dataset, to_rows
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "HubUnreachable",
     "InputVerdict",
     "Task",
     "TaskMetadata",
@@ -26,4 +30,6 @@ __all__ = [
     "registered_names",
     "requirement_notes",
     "rewrite_constants",
+    "to_hf_dataset",
+    "to_rows",
 ]

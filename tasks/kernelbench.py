@@ -21,12 +21,15 @@ Tasks are ordered by (level, problem_id), so ids and order do not depend on the 
 from __future__ import annotations
 
 import ast
+import importlib.util
+import logging
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cudagym.tasks.hub import require_datasets
 from cudagym.tasks.requirements import NEEDS_WEIGHTS_KEY, imported_packages
 from cudagym.tasks.task import Task, TaskMetadata, for_precision
 
@@ -38,6 +41,8 @@ SOURCES = ("auto", "local", "parquet", "hub")
 _LEVEL_DIR = re.compile(r"^level(\d+)$")
 _PROBLEM_FILE = re.compile(r"^(\d+)_(.+)$")
 _PARQUET_LEVEL = re.compile(r"level_?(\d+)")
+
+logger = logging.getLogger(__name__)
 
 
 # --------------------------------------------------------------------------------------------- ops
@@ -292,33 +297,42 @@ def _iter_parquet(path: Path, keep: Callable[[int], bool]) -> Iterator[Task]:
                 yield task
 
 
-def require_datasets() -> Any:
-    """``datasets.load_dataset``, or an ImportError that says how to get it."""
-    try:
-        from datasets import load_dataset
-    except ImportError as exc:
-        raise ImportError(
-            "loading a task set from the Hugging Face Hub needs the `datasets` package: "
-            "`pip install datasets` (or pass path= to a local copy)"
-        ) from exc
-    return load_dataset
-
-
 def _hub_available() -> bool:
-    try:
-        require_datasets()
-    except ImportError:
-        return False
-    return True
+    return importlib.util.find_spec("datasets") is not None
+
+
+HOW_TO_PASS = (
+    "pass path= (a KernelBench checkout or the Hub's parquet files) or dataset= (a datasets.Dataset, a DatasetDict of "
+    f"level_N splits, or an iterable of rows with code, level, name, problem_id), or set ${ENV_VAR}"
+)
+"""How to give KernelBench without the Hub (said where the Hub cannot be reached)."""
 
 
 def _iter_hub(keep: Callable[[int], bool]) -> Iterator[Task]:
-    load_dataset = require_datasets()
+    load_dataset = require_datasets(HOW_TO_PASS)
     for level in LEVELS:
         if not keep(level):
             continue
         split = load_dataset(HF_DATASET, split=f"level_{level}")
         yield from _iter_rows(split, f"{HF_DATASET}[level_{level}]", level)
+
+
+def _iter_dataset(dataset: Any, keep: Callable[[int], bool]) -> Iterator[Task]:
+    """The tasks of ``dataset=``: a ``datasets.DatasetDict`` (or any mapping) of ``level_N`` splits, else one split
+    (a ``datasets.Dataset``) or any iterable of rows."""
+    if isinstance(dataset, Mapping) and "code" not in dataset:
+        for split, rows in sorted(dataset.items()):
+            match = _PARQUET_LEVEL.search(str(split))
+            split_level = int(match.group(1)) if match else None
+            if split_level is None or keep(split_level):
+                yield from (t for t in _iter_rows(rows, f"dataset[{split!r}]", split_level) if keep(t.metadata.level))
+        return
+    if isinstance(dataset, (str, bytes, Path)) or not isinstance(dataset, Iterable):
+        raise TypeError(
+            f"dataset= takes a datasets.Dataset, a DatasetDict or an iterable of rows, got {type(dataset).__name__} "
+            "(a local folder or parquet file goes to path=)"
+        )
+    yield from (task for task in _iter_rows(dataset, "dataset=", None) if keep(task.metadata.level or 0))
 
 
 def _from_path(path: Path, source: str, keep: Callable[[int], bool]) -> Iterator[Task]:
@@ -350,6 +364,7 @@ def load_kernelbench(
     level: int | Sequence[int] | None = None,
     include_level4: bool = True,
     precision: str = "fp32",
+    dataset: Any = None,
 ) -> list[Task]:
     """Loads KernelBench tasks (see the module docstring for ids and metadata).
 
@@ -367,6 +382,9 @@ def load_kernelbench(
             downloadable weights and are flagged in their metadata).
         precision: the track, "fp32" (default), "bf16" or "fp16" (``cudagym.tasks.task.for_precision``: ids
             ``kernelbench/level1/19_ReLU@bf16``).
+        dataset: the problems as data already loaded, instead of ``path`` or the Hub: a ``datasets.Dataset`` in the
+            Hub's schema (``code``, ``level``, ``name``, ``problem_id``; e.g. one ``load_dataset`` split you made or
+            cached), a ``DatasetDict`` (or a dict) of ``level_N`` splits, or any iterable of such rows (dicts).
 
     Other options are refused (TypeError); through ``cudagym.tasks.load`` the refusal names the valid ones, and
     ``sizes=`` there shrinks the problems (KernelBench's level-1 sizes make tensors of several GB).
@@ -377,12 +395,20 @@ def load_kernelbench(
     Raises:
         FileNotFoundError: the path is missing or has no KernelBench files, or no source is given.
         ImportError: the Hub is asked for and ``datasets`` is not installed.
+        HubUnreachable: (``cudagym.tasks.hub``) the Hub is asked for, or ``"auto"`` falls back to it, and cannot be
+            reached (offline mode, no connection): raised at once; the message says how to pass the data instead.
         ValueError: an unknown ``source``, or malformed rows.
+        TypeError: ``dataset`` is not data (a path given as ``dataset=``), or is given with ``path``.
     """
     if source not in SOURCES:
         raise ValueError(f"unknown KernelBench source {source!r}; expected one of {', '.join(SOURCES)}")
     keep = _level_filter(level, include_level4)
-    if source == "hub":
+    if dataset is not None:
+        if path is not None:
+            raise TypeError("give KernelBench as path= or as dataset=, not both")
+        tasks = list(_iter_dataset(dataset, keep))
+        logger.info("KernelBench: %d task(s) from dataset=", len(tasks))
+    elif source == "hub":
         tasks = list(_iter_hub(keep))
     else:
         if path is None and os.environ.get(ENV_VAR):
@@ -393,8 +419,9 @@ def load_kernelbench(
             tasks = list(_iter_hub(keep))
         else:
             raise FileNotFoundError(
-                "no KernelBench source: pass path= (a KernelBench checkout or the Hub's parquet files), "
+                "no KernelBench source: pass path= (a KernelBench checkout or the Hub's parquet files) or dataset=, "
                 f"set ${ENV_VAR}, or use source='hub' (needs `pip install datasets` and network access)"
             )
+        logger.info("KernelBench: %d task(s) from %s", len(tasks), path if path is not None else "the Hub")
     tasks.sort(key=lambda t: (t.metadata.level, t.metadata.extra["problem_id"]))
     return [for_precision(task, precision) for task in tasks]

@@ -22,13 +22,15 @@ from __future__ import annotations
 
 import ast
 import json
+import logging
 import os
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from cudagym.tasks.kernelbench import derive_ops, read_parquet_rows, require_datasets
+from cudagym.tasks.hub import require_datasets
+from cudagym.tasks.kernelbench import derive_ops, read_parquet_rows
 from cudagym.tasks.requirements import imported_packages
 from cudagym.tasks.task import Task, TaskMetadata
 
@@ -38,6 +40,8 @@ SOURCES = ("auto", "parquet", "jsonl", "hub")
 MAX_NAME_LENGTH = 80
 
 _NUM_OPS = re.compile(r"#\s*(\d+)\s*$")
+
+logger = logging.getLogger(__name__)
 
 
 def normalise_ops(value: Any) -> tuple[str, ...]:
@@ -171,7 +175,28 @@ def _tasks(rows: Iterable[Mapping[str, Any]]) -> list[Task]:
     return [ops6k_task(row, index) for index, row in enumerate(rows)]
 
 
-def load_ops6k(path: str | Path | None = None, *, source: str = "auto") -> list[Task]:
+HOW_TO_PASS = (
+    f"pass path= (a parquet or JSONL copy of {HF_DATASET}) or dataset= (a datasets.Dataset or an iterable of rows "
+    f"with code, ops, data_source), or set ${ENV_VAR}"
+)
+"""How to give Ops-6K without the Hub (said where the Hub cannot be reached)."""
+
+
+def _dataset_rows(dataset: Any) -> Iterable[Mapping[str, Any]]:
+    """The rows of ``dataset=``: its ``train`` split when it is a ``DatasetDict`` (or a dict of splits), else itself."""
+    if isinstance(dataset, Mapping) and "code" not in dataset:
+        if "train" not in dataset:
+            raise ValueError(f"dataset= holds the splits {sorted(dataset)}; Ops-6K's rows are in 'train'")
+        return dataset["train"]
+    if isinstance(dataset, (str, bytes, Path)) or not isinstance(dataset, Iterable):
+        raise TypeError(
+            f"dataset= takes a datasets.Dataset or an iterable of rows, got {type(dataset).__name__} "
+            "(a local file goes to path=)"
+        )
+    return dataset
+
+
+def load_ops6k(path: str | Path | None = None, *, source: str = "auto", dataset: Any = None) -> list[Task]:
     """Loads the Ops-6K tasks (see the module docstring for ids and metadata).
 
     Args:
@@ -181,6 +206,9 @@ def load_ops6k(path: str | Path | None = None, *, source: str = "auto") -> list[
         source: ``"auto"`` (a local path when one is given, else the Hub when ``datasets`` is
             installed), ``"parquet"``, ``"jsonl"`` or ``"hub"`` (``datasets.load_dataset``, split
             ``train``; needs network access).
+        dataset: the rows as data already loaded, instead of ``path`` or the Hub: a ``datasets.Dataset`` in the
+            dataset's schema (``code``, ``ops``, ``data_source``), a ``DatasetDict`` (its ``train`` split) or any
+            iterable of such rows (dicts); ids number its rows in order.
 
     Other options are refused (TypeError); through ``cudagym.tasks.load`` the refusal names the valid ones.
 
@@ -190,24 +218,35 @@ def load_ops6k(path: str | Path | None = None, *, source: str = "auto") -> list[
     Raises:
         FileNotFoundError: the path is missing or holds no data, or no source is given.
         ImportError: the Hub is asked for and ``datasets`` is not installed.
+        HubUnreachable: (``cudagym.tasks.hub``) the Hub is asked for, or ``"auto"`` falls back to it, and cannot be
+            reached (offline mode, no connection): raised at once; the message says how to pass the data instead.
         ValueError: an unknown ``source`` or malformed rows.
+        TypeError: ``dataset`` is not data, or is given with ``path``.
     """
     if source not in SOURCES:
         raise ValueError(f"unknown Ops-6K source {source!r}; expected one of {', '.join(SOURCES)}")
+    if dataset is not None:
+        if path is not None:
+            raise TypeError("give Ops-6K as path= or as dataset=, not both")
+        tasks = _tasks(_dataset_rows(dataset))
+        logger.info("Ops-6K: %d task(s) from dataset=", len(tasks))
+        return tasks
     if source != "hub":
         if path is None and os.environ.get(ENV_VAR):
             path = os.environ[ENV_VAR]
         if path is not None:
-            return _tasks(_read_local(Path(path).expanduser(), source))
+            tasks = _tasks(_read_local(Path(path).expanduser(), source))
+            logger.info("Ops-6K: %d task(s) from %s", len(tasks), path)
+            return tasks
         if source != "auto":
             raise FileNotFoundError(f"source={source!r} needs path= (or ${ENV_VAR})")
     try:
-        load_dataset = require_datasets()
+        load_dataset = require_datasets(HOW_TO_PASS)
     except ImportError as exc:
         if source == "hub":
             raise
         raise FileNotFoundError(
-            f"no Ops-6K source: pass path= (a parquet or JSONL copy of {HF_DATASET}), set ${ENV_VAR}, "
+            f"no Ops-6K source: pass path= (a parquet or JSONL copy of {HF_DATASET}) or dataset=, set ${ENV_VAR}, "
             "or use source='hub' (needs `pip install datasets` and network access)"
         ) from exc
     return _tasks(load_dataset(HF_DATASET, split="train"))

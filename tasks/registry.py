@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import fnmatch
 import inspect
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from importlib import metadata as importlib_metadata
 from typing import Any
@@ -17,6 +18,7 @@ from typing import Any
 from cudagym.tasks.degeneracy import annotate_all
 from cudagym.tasks.task import Task, TaskSet, for_precision, module_constants, with_sizes
 
+logger = logging.getLogger(__name__)
 TaskLoader = Callable[..., Iterable[Task]]
 ENTRY_POINT_GROUP = "cudagym.task_sets"
 
@@ -66,6 +68,7 @@ def _resolve(name: str) -> TaskLoader:
             hint = f" Did you mean {close[0]!r}?" if close else ""
             raise TaskSetNotFound(f"no task set named {name!r}; registered: {', '.join(names)}.{hint}")
         loader = ep.load()
+        logger.debug("task set %r from the entry point %s", name, ep.value)
         _LOADERS[name] = loader
     if isinstance(loader, str):
         import importlib
@@ -182,4 +185,5 @@ def load(name: str, **options: Any) -> TaskSet:
     tasks = apply_sizes(name, [for_precision(task, precision) for task in loader(**options)], sizes)
     if filters:
         tasks = filter_tasks(tasks, **filters)
+    logger.debug("task set %r: %d task(s) (options %s, filters %s)", name, len(tasks), sorted(options), filters)
     return TaskSet(name, annotate_all(tasks))

@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import gc
+import sys
+import threading
+import time
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +114,33 @@ def assert_caught(
     failed = {f["check"] for f in result["integrity"] if not f["passed"]}
     assert names & (statuses | failed), (statuses, failed, obs)
     return obs, names, failed
+
+
+@contextlib.contextmanager
+def resource_warnings_as_errors(settle_s: float = 5.0) -> Iterator[None]:
+    """Turns every ResourceWarning raised inside the block into an error, also those raised where Python cannot
+    propagate them (a file closed by the garbage collector or in another thread ends up in ``sys.unraisablehook``);
+    at the end of the block, after the threads that read the children's pipes ended (at most ``settle_s``) and a
+    collection, any caught fails the test with what was left open."""
+    caught: list[str] = []
+    previous_hook = sys.unraisablehook
+
+    def collect(unraisable: Any) -> None:
+        if isinstance(unraisable.exc_value, ResourceWarning):
+            caught.append(str(unraisable.exc_value))
+        else:
+            previous_hook(unraisable)
+
+    threads_before = set(threading.enumerate())
+    sys.unraisablehook = collect
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", ResourceWarning)
+            yield
+            deadline = time.monotonic() + settle_s
+            for thread in set(threading.enumerate()) - threads_before:
+                thread.join(max(0.0, deadline - time.monotonic()))
+            gc.collect()
+    finally:
+        sys.unraisablehook = previous_hook
+    assert not caught, f"{len(caught)} ResourceWarning(s): {caught}"

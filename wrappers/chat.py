@@ -24,7 +24,8 @@ space needs exactly its keys): ``role``, ``content``, ``tool_calls`` (a tuple of
 none) and ``tool_call_id`` ("" when none). All text is printable ASCII (the spaces' charset, as in the
 wrapped environment): the agent's own text is recorded cleaned (unusual characters become ``?``), while
 the environment executes exactly what was sent. :func:`to_openai` turns an observation into the list an
-OpenAI-compatible server accepts (empty fields dropped, ``content`` None next to tool calls). Tool output
+OpenAI-compatible server accepts (empty fields dropped, ``content`` None next to tool calls); :func:`to_hf` into
+the list Hugging Face chat templates accept (arguments as objects or JSON text, no None content). Tool output
 longer than ``max_tool_chars`` keeps its head and tail (``max_tool_chars`` is the analogue of verl's
 ``max_tool_response_length``).
 
@@ -37,7 +38,7 @@ from __future__ import annotations
 import json
 import string
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import gymnasium as gym
 from gymnasium import spaces
@@ -103,6 +104,82 @@ def to_openai(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             item["tool_call_id"] = message["tool_call_id"]
         out.append(item)
     return out
+
+
+ArgumentsForm = Literal["object", "string"]
+
+
+def to_hf(
+    messages: Sequence[Mapping[str, Any]], *, arguments: ArgumentsForm = "object", null_content: str = ""
+) -> list[dict[str, Any]]:
+    """Messages as Hugging Face chat templates take them: ``tokenizer.apply_chat_template(to_hf(obs),
+    tools=tool_schemas("openai"))``, the path TRL, verl and SkyRL render conversations through.
+
+    Chat templates read tool calls in two ways, and no one form of the arguments suits both:
+
+    * ``arguments="object"`` (the default): each call's ``arguments`` as a dict. Templates that iterate them
+      (``tool_call.arguments.items()``: Qwen3.5 and later, GLM-4-MoE, the latest Gemma 4 revision, Nemotron 3, LFM2
+      and others) fail on a JSON string, and most of the rest write a dict out with ``tojson``.
+    * ``arguments="string"``: the arguments as JSON text, for templates that join them to other text
+      (DeepSeek-V3's ``'...' + tool['function']['arguments'] + '...'`` fails on a dict).
+
+    A missing ``content`` (None, as ``to_openai`` writes it next to tool calls, or empty next to tool calls, as an
+    observation holds it) becomes ``null_content``: templates that join the content to other text (DeepSeek-V3's
+    ``message['content'] + ...``) fail on None. Empty ``tool_calls`` and ``tool_call_id`` fields are left out and
+    tuples become lists; ``to_hf(obs)`` and ``to_hf(to_openai(obs))`` are the same.
+
+    Args:
+        messages: a :class:`ChatMessages` observation, or messages in OpenAI's form (``to_openai``'s output, the
+            ``messages`` of a ``cudagym rft-export`` line); content given as a list of text parts is joined.
+        arguments: "object" or "string" (above).
+        null_content: the text that stands for a None ``content``.
+
+    Returns:
+        New message dicts: ``role``, ``content`` (text), and where present ``tool_calls``
+        (``{"id", "type": "function", "function": {"name", "arguments"}}``) and ``tool_call_id``.
+
+    Raises:
+        ValueError: ``arguments`` is neither form, or with "object" a call's arguments are not a JSON object (an
+            agent's malformed call; "string" keeps its text as it is).
+    """
+    if arguments not in ("object", "string"):
+        raise ValueError(f"arguments must be 'object' or 'string', got {arguments!r}")
+    out = []
+    for index, message in enumerate(messages):
+        calls = message.get("tool_calls") or ()
+        content = _content_text(message.get("content"))
+        missing = message.get("content") is None or (calls and not content)  # None, or "" as an observation has it
+        item: dict[str, Any] = {"role": message["role"], "content": null_content if missing else content}
+        if calls:
+            item["tool_calls"] = [_hf_call(call, arguments, f"message {index}") for call in calls]
+        if message.get("tool_call_id"):
+            item["tool_call_id"] = message["tool_call_id"]
+        out.append(item)
+    return out
+
+
+def _hf_call(call: Mapping[str, Any], form: ArgumentsForm, where: str) -> dict[str, Any]:
+    """One ``tool_calls`` entry with its arguments in ``form`` (see :func:`to_hf`)."""
+    function = call.get("function") or {}
+    name, raw = function.get("name", ""), function.get("arguments")
+    if form == "string":
+        text = raw if isinstance(raw, str) else json.dumps({} if raw is None else raw)
+        return {"id": call.get("id", ""), "type": "function", "function": {"name": name, "arguments": text}}
+    if isinstance(raw, Mapping):
+        value: Any = dict(raw)
+    elif raw is None or (isinstance(raw, str) and not raw.strip()):
+        value = {}
+    else:
+        try:
+            value = json.loads(raw) if isinstance(raw, str) else None
+        except json.JSONDecodeError:
+            value = None
+    if not isinstance(value, dict):
+        raise ValueError(
+            f"{where}, call {call.get('id', '')!r} ({name}): the arguments {str(raw)[:80]!r} are not a JSON object, "
+            "which arguments='object' needs; arguments='string' keeps them as the text they are"
+        )
+    return {"id": call.get("id", ""), "type": "function", "function": {"name": name, "arguments": value}}
 
 
 def _message(role: str, content: str, *, tool_calls: tuple[dict, ...] = (), tool_call_id: str = "") -> Message:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from cudagym.baselines import tool_call
 from cudagym.baselines.rft import RFTFilter, export_rft, trajectory_messages
 from cudagym.evaluation import Step, Trajectory
@@ -71,3 +73,38 @@ def test_looser_rules(tmp_path: Path) -> None:
     assert hallucinated[2] == {"role": "assistant", "content": '{"name": "bash", "arguments": {"command": "ls"}}'}
     assert hallucinated[3] == {"role": "user", "content": "obs 1"}
     assert trajectory_messages(RECORDS[3]) is None
+
+
+def test_the_hf_format_renders_through_a_template_that_iterates_arguments(tmp_path: Path) -> None:
+    """``--format hf``: the same episode with argument objects and no null content (``cudagym.wrappers.to_hf``),
+    through the CLI; a template that iterates the arguments renders it (the OpenAI form fails there)."""
+    import jinja2
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    from cudagym.eval_cli import main
+
+    trajectories = write(tmp_path / "traj.jsonl")
+    assert main(["rft-export", str(trajectories), str(tmp_path / "openai.jsonl")]) == 0
+    assert main(["rft-export", str(trajectories), str(tmp_path / "hf.jsonl"), "--format", "hf"]) == 0
+    openai = json.loads((tmp_path / "openai.jsonl").read_text())
+    hf = json.loads((tmp_path / "hf.jsonl").read_text())
+    m = hf["messages"]
+    assert m[4]["content"] == "" and m[4]["tool_calls"][0]["function"]["arguments"] == {
+        "path": "model_new.py",
+        "content": "pass",
+    }
+    assert m[2]["tool_calls"][0]["function"]["arguments"] == {"path": "model.py"}
+    assert m[6]["tool_calls"][0]["function"]["arguments"] == {}
+    assert hf["tools"] == openai["tools"] and hf["metadata"] == openai["metadata"]
+    template = ImmutableSandboxedEnvironment().from_string(
+        "{% for m in messages %}{% for c in m.tool_calls or [] %}"
+        "{{ c.function.name }}({% for k, v in c.function.arguments.items() %}{{ k }}={{ v }} {% endfor %})"
+        "{% endfor %}{% endfor %}"
+    )
+    assert template.render(messages=m) == "read_file(path=model.py )write_file(path=model_new.py content=pass )submit()"
+    with pytest.raises(jinja2.exceptions.UndefinedError):  # a JSON string has no items()
+        template.render(messages=openai["messages"])
+    assert main(["rft-export", str(trajectories), str(tmp_path / "s.jsonl"), "--format", "hf", "--arguments", "string",
+                 "--null-content", "(calls)"]) == 0  # fmt: skip
+    strings = json.loads((tmp_path / "s.jsonl").read_text())["messages"]
+    assert strings[4]["content"] == "(calls)" and strings[2]["tool_calls"] == openai["messages"][2]["tool_calls"]

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import string
 
 import gymnasium as gym
 import pytest
-from cudagym_testing import RELU, relu_solution, write_all
+from cudagym_testing import RELU, relu_solution, resource_warnings_as_errors, write_all
 from gymnasium.utils.env_checker import check_env
 
 import cudagym  # noqa: F401
@@ -41,7 +42,22 @@ def test_reset_is_deterministic_and_selectable(env: CudaKernelEnv) -> None:
     assert env.observation_space.contains(obs)
 
 
-def test_correct_episode_reaches_a_positive_tier(env: CudaKernelEnv) -> None:
+def test_correct_episode_reaches_a_positive_tier(fast_config: EvalConfig, caplog: pytest.LogCaptureFixture) -> None:
+    """A whole compile-verify-profile-submit episode, which leaves no pipe or file unclosed (ResourceWarning) and
+    logs each stage's outcome (at INFO; a build found in the cache at DEBUG)."""
+    with resource_warnings_as_errors(), caplog.at_level(logging.DEBUG, logger="cudagym"):
+        env = CudaKernelEnv(backend="cpu", eval_config=fast_config, max_turns=50)
+        try:
+            _play_the_correct_episode(env)
+        finally:
+            env.close()
+    outcomes = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    for prefix in (f"verify {RELU}: ok in", f"profile {RELU}: ok in", f"submit {RELU}: ok, tier"):
+        assert any(message.startswith(prefix) for message in outcomes), (prefix, outcomes)
+    assert any(r.getMessage().startswith("compile: ok in") for r in caplog.records if r.name == "cudagym.build")
+
+
+def _play_the_correct_episode(env: CudaKernelEnv) -> None:
     env.reset(options={"task_id": RELU})
     write_all(env, relu_solution())
     obs, reward, terminated, truncated, info = env.step(tool_call("compile"))

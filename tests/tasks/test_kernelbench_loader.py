@@ -103,7 +103,7 @@ def test_mocked_hub_gives_the_same_tasks(
         level = int(split.removeprefix("level_"))
         return hub_rows(kernelbench_root, level) if level in (1, 2) else []
 
-    monkeypatch.setattr(kernelbench, "require_datasets", lambda: fake_load_dataset)
+    monkeypatch.setattr(kernelbench, "require_datasets", lambda *_: fake_load_dataset)
     tasks = load_kernelbench(source="hub", level=(1, 2))
     assert calls == [(kernelbench.HF_DATASET, "level_1"), (kernelbench.HF_DATASET, "level_2")]
     assert _summary(tasks) == _summary(kernelbench_tasks)

@@ -72,7 +72,7 @@ def test_mocked_hub_with_numpy_ops(ops6k_rows: list[dict[str, Any]], monkeypatch
         calls.append((name, split))
         return [dict(row, ops=np.array(row["ops"])) for row in ops6k_rows]
 
-    monkeypatch.setattr(ops6k, "require_datasets", lambda: fake_load_dataset)
+    monkeypatch.setattr(ops6k, "require_datasets", lambda *_: fake_load_dataset)
     tasks = load_ops6k(source="hub")
     assert calls == [(ops6k.HF_DATASET, "train")]
     _check_sample(tasks, ops6k_rows)

@@ -17,7 +17,7 @@ from cudagym.baselines import tool_call
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
 from cudagym.tools import TOOLS
-from cudagym.wrappers import ChatMessages, to_openai
+from cudagym.wrappers import ChatMessages, to_hf, to_openai
 from cudagym.wrappers.chat import NOT_EXECUTED
 
 
@@ -178,3 +178,44 @@ def _names(infos: dict[str, Any]) -> list[str]:
 
     tasks = load("builtin")
     return [f"{tasks.get(t).name} ({t})" for t in infos["task_id"]]
+
+
+def test_to_hf_gives_argument_objects_or_text_and_no_null_content(chat: ChatMessages) -> None:
+    chat.reset(options={"task_id": RELU})
+    read = {"id": "r", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "model.py"}'}}
+    bad = {"id": "b", "type": "function", "function": {"name": "list_files", "arguments": "{not json"}}
+    obs, *_ = chat.step({"content": None, "tool_calls": [read]})
+    assert to_openai(obs)[2]["content"] is None
+    objects = to_hf(obs)
+    assert objects[2] == {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [{**read, "function": {"name": "read_file", "arguments": {"path": "model.py"}}}],
+    }
+    assert objects[3]["tool_call_id"] == "r" and "tool_calls" not in objects[3] and "tool_call_id" not in objects[0]
+    strings = to_hf(obs, arguments="string", null_content="(tool calls)")
+    assert strings[2]["content"] == "(tool calls)" and strings[2]["tool_calls"][0]["function"]["arguments"] == (
+        '{"path": "model.py"}'
+    )
+    assert to_hf(to_openai(obs)) == objects and to_hf(obs)[1] == {"role": "user", "content": obs[1]["content"]}
+    obs, *_ = chat.step({"content": "", "tool_calls": [bad]})
+    with pytest.raises(ValueError, match=r"message 4, call 'b' \(list_files\).*arguments='string'"):
+        to_hf(obs)
+    assert to_hf(obs, arguments="string")[4]["tool_calls"][0]["function"]["arguments"] == "{not json"
+    with pytest.raises(ValueError, match="'object' or 'string'"):
+        to_hf(obs, arguments="dict")  # type: ignore[arg-type]
+
+
+def test_to_hf_takes_openai_messages_too() -> None:
+    messages = [
+        {"role": "user", "content": [{"type": "text", "text": "a "}, {"type": "text", "text": "b"}]},
+        {"role": "assistant", "content": None, "tool_calls": [
+            {"id": "1", "type": "function", "function": {"name": "compile", "arguments": {}}},
+            {"id": "2", "type": "function", "function": {"name": "verify", "arguments": ""}},
+        ]},
+    ]  # fmt: skip
+    hf = to_hf(messages)
+    assert hf[0] == {"role": "user", "content": "a b"}
+    assert [c["function"]["arguments"] for c in hf[1]["tool_calls"]] == [{}, {}]
+    assert [c["function"]["arguments"] for c in to_hf(messages, arguments="string")[1]["tool_calls"]] == ["{}", ""]
+    assert messages[1]["content"] is None  # the input is left as it was

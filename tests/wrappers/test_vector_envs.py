@@ -1,16 +1,22 @@
 """Vector environments: the spawn-safe id in an AsyncVectorEnv of 4, each sub-environment on its own task,
-the right text for every env at every step, SAME_STEP autoreset, and seeding that reproduces the task choice."""
+the right text for every env at every step, SAME_STEP autoreset, seeding that reproduces the task choice, and
+``make_vec`` with its default arguments (shared memory in async mode) giving each env's own text."""
 
 from __future__ import annotations
 
+import copy
 import json
+import pickle
 
 import gymnasium as gym
 import pytest
+from gymnasium import spaces
+from gymnasium.vector.utils import create_shared_memory, read_from_shared_memory, write_to_shared_memory
 
 import cudagym  # noqa: F401
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
+from cudagym.text_space import PrintableText, SharedTextBatch
 from cudagym.wrappers import ChatMessages
 
 SEED = 10
@@ -115,3 +121,45 @@ def test_make_vec_with_plain_id_after_import(mode: str, fast_config: EvalConfig)
     _, infos = envs.reset(seed=SEED)
     assert list(infos["task_id"]) == expected_tasks(fast_config, [SEED, SEED + 1])
     envs.close()
+
+
+def test_shared_memory_texts_are_read_live() -> None:
+    """Gymnasium's own Text reader copies the buffer once (the '000...' observations); PrintableText's reads it
+    whenever asked, and its copies are plain tuples of the texts of that moment."""
+    plain = spaces.Text(max_length=8, min_length=0, charset="0ab")
+    buffer = create_shared_memory(plain, n=2)
+    stale = read_from_shared_memory(plain, buffer, n=2)
+    write_to_shared_memory(plain, 0, "ab", buffer)
+    assert stale == ("00000000", "00000000")  # what the default async make_vec returned before
+
+    space = PrintableText(8)
+    buffer = create_shared_memory(space, n=2)
+    view = read_from_shared_memory(space, buffer, n=2)
+    assert isinstance(view, SharedTextBatch)
+    write_to_shared_memory(space, 0, "def f()", buffer)
+    write_to_shared_memory(space, 1, "x = 1\n", buffer)
+    assert view == ("def f()", "x = 1\n") and len(view) == 2 and view[1:] == ("x = 1\n",)
+    snapshot = copy.deepcopy(view)
+    assert type(snapshot) is tuple and type(copy.copy(view)) is tuple and pickle.loads(pickle.dumps(view)) == snapshot
+    write_to_shared_memory(space, 0, "", buffer)
+    assert list(view) == ["", "x = 1\n"] and snapshot == ("def f()", "x = 1\n")
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_make_vec_with_default_arguments_gives_each_envs_text(mode: str, fast_config: EvalConfig) -> None:
+    tasks = expected_tasks(fast_config, [SEED, SEED + 1])
+    envs = gym.make_vec("CudaKernel-v0", num_envs=2, vectorization_mode=mode, backend="cpu", eval_config=fast_config)
+    try:
+        if mode == "async":
+            assert envs.unwrapped.shared_memory  # the default, which returned '000...' texts before
+        observations, infos = envs.reset(seed=SEED)
+        assert type(observations) is tuple and list(infos["task_id"]) == tasks
+        for obs, task in zip(observations, tasks, strict=True):
+            assert obs.startswith("# Task: ") and f"({task})" in obs.splitlines()[0]
+        observations, *_ = envs.step([call("read_file", path="model.py"), call("list_files")])
+        assert "class Model" in observations[0] and "[turn 1/200]" in observations[0]
+        assert observations[1].startswith("[list_files] OK")
+        observations, *_ = envs.step([call("list_files"), call("read_file", path="model.py")])
+        assert observations[0].startswith("[list_files] OK") and "class Model" in observations[1]
+    finally:
+        envs.close()
