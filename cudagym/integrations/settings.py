@@ -12,6 +12,7 @@ solution compiled and was correct, and the speedups that were measured.
 from __future__ import annotations
 
 import dataclasses
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -51,16 +52,20 @@ def dataclass_from_mapping(cls: type, values: Mapping[str, Any], *, where: str =
         inner = _dataclass_in(hint)
         if inner is not None and isinstance(value, Mapping):
             value = dataclass_from_mapping(inner, value, where=f"{where}.{key}")
-        elif _collection_in(hint) is not None and isinstance(value, Sequence) and not isinstance(value, str):
-            value = _collection_in(hint)(value)
+        elif (collection := _collection_in(hint)) and isinstance(value, Sequence) and not isinstance(value, str):
+            value = collection(value)
         arguments[str(key)] = value
     return cls(**arguments)
 
 
+def _union_members(hint: Any) -> tuple[Any, ...]:
+    """The types a union names, or the type alone."""
+    return typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+
+
 def _dataclass_in(hint: Any) -> type | None:
     """The dataclass a field's type names (alone or in a union with None), else None."""
-    candidates = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, _UnionType) else (hint,)
-    for candidate in candidates:
+    for candidate in _union_members(hint):
         if isinstance(candidate, type) and dataclasses.is_dataclass(candidate):
             return candidate
     return None
@@ -69,15 +74,11 @@ def _dataclass_in(hint: Any) -> type | None:
 def _collection_in(hint: Any) -> type | None:
     """``tuple`` or ``frozenset`` where a field's type is one (alone or in a union), else None: what a list from a
     config file becomes."""
-    candidates = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, _UnionType) else (hint,)
-    for candidate in candidates:
+    for candidate in _union_members(hint):
         kind = typing.get_origin(candidate) or candidate
         if kind in (tuple, frozenset):
             return kind
     return None
-
-
-_UnionType = type(int | None)
 
 
 def episode_metrics(info: Mapping[str, Any], turns: int) -> dict[str, Any]:

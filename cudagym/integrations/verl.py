@@ -86,6 +86,7 @@ class Episode:
                 return ENDED.format(episode_return=self.episode_return), 0.0, self.metrics("ended")
             if self.env is None:
                 self.env = _open(config, options)
+                logger.debug("cudagym episode %s opened on %s", self.key, self.env.task.id if self.env.task else None)
             observation, reward, terminated, truncated, info = self.env.step(call)
             self.turns += 1
             self.episode_return += reward
@@ -103,6 +104,7 @@ class Episode:
         if self.env is not None:
             self.env.close()
             self.env = None
+            logger.debug("cudagym episode %s ended: %d calls, return %g", self.key, self.turns, self.episode_return)
 
 
 def _open(config: Mapping[str, Any], options: Mapping[str, Any]) -> CudaKernelEnv:

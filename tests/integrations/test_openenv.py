@@ -49,6 +49,7 @@ def base_url(fast_config: EvalConfig) -> Iterator[str]:
     thread.join(timeout=30)
 
 
+@pytest.mark.slow  # one real evaluation: the solution compiled, verified and timed
 def test_an_episode_through_the_openenv_client_reaches_a_reward(base_url: str) -> None:
     """Reset, a malformed call, file tools, compile and submit over the WebSocket: every field arrives typed."""
     with CudaKernelClient(base_url=base_url).sync() as env:

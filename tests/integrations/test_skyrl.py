@@ -28,6 +28,7 @@ def test_registered_with_skyrl_gym() -> None:
     assert skyrl_gym.registry[SKYRL_ENV_ID].entry_point == ENTRY_POINT
 
 
+@pytest.mark.slow  # one real evaluation: the solution compiled, verified and timed
 def test_a_scripted_episode_of_model_turns_reaches_a_reward(fast_config: EvalConfig) -> None:
     env = skyrl_gym.make(
         SKYRL_ENV_ID,

@@ -66,6 +66,7 @@ def test_verl_loads_the_tool_config(tmp_path: Path) -> None:
         CudaKernelTool({"type": "native", "tool": "run_tests"})
 
 
+@pytest.mark.slow  # one real evaluation: the solution compiled, verified and timed
 def test_the_tool_lifecycle_through_compile_verify_and_submit(tmp_path: Path) -> None:
     tools = load_tools(tmp_path, max_turns=20)
 
