@@ -116,7 +116,11 @@ def _open(config: Mapping[str, Any], options: Mapping[str, Any]) -> CudaKernelEn
             "(dataset rows from cudagym.integrations.verl.make_rows carry them in extra_info.tools_kwargs)"
         )
     env = CudaKernelEnv(**env_kwargs(config.get("env")))
-    env.reset(options={"task_id": str(task_id)})
+    try:
+        env.reset(options={"task_id": str(task_id)})
+    except BaseException:
+        env.close()
+        raise
     return env
 
 
