@@ -5,6 +5,7 @@ tool calls (write, compile, verify, profile, submit) and prints the episode and 
 ``cudagym tasks list|show``: inspect task sets.
 ``cudagym serve``: the local evaluation service shared by the environments of one machine.
 ``cudagym prepare``: the precompiled header, the GPU library and the bytecode cache, built ahead of time.
+``cudagym serve-openenv``: the environment served over OpenEnv (``cudagym.integrations.openenv``).
 
 ``--log-level debug|info|warning|error`` (before or right after the command; default warning) sends the library's
 log records (the ``cudagym`` logger) to stderr at that level.
@@ -129,6 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cudagym.prepare import add_prepare_command
 
     add_prepare_command(sub)
+    from cudagym.integrations.openenv_cli import add_openenv_command
+
+    add_openenv_command(sub)
     for command in sub.choices.values():  # also after the command: cudagym run --log-level info
         _add_log_level(command, None)
     return parser
