@@ -103,7 +103,9 @@ def render_verify(result: VerifyResult, *, advise: bool = True) -> str:
             error = f"max abs error {check.max_abs_error:.3g}" if check.max_abs_error is not None else "exact"
             lines.append(f"  check {check.index + 1}: {state} ({error})")
         else:
-            lines.append(f"  check {check.index + 1}: {state}: {describe_check(check)}")
+            described = describe_check(check)
+            said = described in result.message  # the message, on the first line, describes it already
+            lines.append(f"  check {check.index + 1}: {state}" + (" (above)" if said else f": {described}"))
     lines += _candidate_output(result)
     return "\n".join(lines)
 

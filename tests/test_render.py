@@ -12,6 +12,7 @@ import string
 from fault_texts import ILLEGAL_ACCESS, OWN_OUTPUT, PROFILER_WARNING, TERMINATE
 from test_compiler_text import GCC
 
+from cudagym.evaluator import describe_check
 from cudagym.render import render
 from cudagym.results import (
     CheckResult,
@@ -101,6 +102,11 @@ def test_a_wrong_result_names_the_output_the_index_and_what_to_look_at() -> None
     assert_agent_facing(obs, "[verify] MISMATCH", "only 64 of 1048576 elements of output 1 are wrong")
     assert "check 2: FAIL: output 1: 64 of 1048576 elements outside tolerance" in obs
     assert "at index [3, 4095] (expected 1, got 1.5)" in obs and "check 1: pass" in obs
+    described = VerifyResult(
+        Stage.VERIFY, Status.MISMATCH, f"Output mismatch on check 2: {describe_check(check)}", checks=(check,)
+    )
+    assert shown(described).count("64 of 1048576") == 2  # the message and the advice; the check line points up
+    assert "  check 2: FAIL (above)" in shown(described)
 
 
 def test_a_timeout_says_what_to_look_for() -> None:
