@@ -116,12 +116,11 @@ def _run_advice(result: VerifyResult | ProfileResult) -> str:
     if result.status is Status.CRASH:
         cause = SIGNAL_ADVICE.get(result.signal, "find where the process died from its output below")
         return f"{cause}; then {again} again."
+    below = " (output below)" if result.stderr.strip() else ""
     if result.status is Status.LOAD_ERROR:
-        return (
-            f"fix what failed while importing model_new.py or building ModelNew (traceback below); then {again} again."
-        )
+        return f"fix what failed while importing model_new.py or building ModelNew{below}; then {again} again."
     if result.status is Status.RUNTIME_ERROR:
-        return f"fix the error ModelNew's forward raised (traceback below); then {again} again."
+        return f"fix the error ModelNew's forward raised{below}; then {again} again."
     if result.status in (Status.MISMATCH, Status.INVALID_OUTPUT):
         failed = next((c for c in getattr(result, "checks", ()) if not c.passed), None)
         return f"{_check_advice(failed)}; then {again} again."
