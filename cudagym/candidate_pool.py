@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cudagym.backends import Backend
+from cudagym.fault_text import headline
 from cudagym.forkserver import ForkServer, ForkServerError, fork_server_allowed
 from cudagym.harness.common import PROFILER_WARMUP_ENV
 from cudagym.results import Status
@@ -226,10 +227,14 @@ def classify(
         info = err.get("error", {})
         where = "loading model_new.py / the extension" if err.get("stage") == "load" else "running ModelNew"
         status = Status.LOAD_ERROR if err.get("stage") == "load" else Status.RUNTIME_ERROR
-        fault = f" (CUDA error: {info['cuda']})" if info.get("cuda") else ""
-        return status, f"{info.get('type')} while {where}{fault}: {info.get('message', '')[:500]}", sig
+        # the message's first line that says something: torch's C++ frames and its advice go to the output's condensing
+        what = headline(str(info.get("message", "")))
+        if info.get("cuda"):
+            return status, f"CUDA fault while {where}: {what}", sig
+        return status, f"{info.get('type')} while {where}: {what}", sig
     if sig:
-        where = "while loading" if "run" not in stages else "while running"
+        # a candidate that reported ``ready`` was serving calls (ModelNew built); ``run`` is the ncu mode's
+        where = "while running" if {"ready", "run"} & set(stages) else "while loading"
         return Status.CRASH, f"The candidate process was killed by {sig} {where} ModelNew.", sig
     if "done" not in stages:
         return Status.CRASH, f"The candidate process exited with status {code} before finishing.", sig
@@ -244,7 +249,7 @@ def candidate_output(child: Child, workspace: Workspace, limit: int) -> str:
     # a candidate that reported "done" wrote all it had to say before that: no need to wait for its exit
     done = any(m.get("stage") == "done" for m in child.messages)
     text = "\n".join([*tracebacks, child.output.text(wait=0.2 if done else 2.0)]).strip()
-    replace = {str(workspace.path): "", str(HARNESS_DIR): "<harness>"}
+    replace = {str(workspace.path): "", str(HARNESS_DIR): "<harness>/"}
     return clean(text, limit, replace_paths=replace)
 
 

@@ -8,7 +8,7 @@ import subprocess
 from pathlib import Path
 from typing import Literal
 
-from cudagym import bytecode
+from cudagym import bytecode, sanitizer
 from cudagym.backends import Backend
 from cudagym.build import BuildOptions
 from cudagym.harness import gpulib
@@ -62,6 +62,11 @@ class EvalConfig:
     # sources (13-18 s of the reference's imports on the H200 machine). "auto": where the installation holds no
     # bytecode and candidates cannot write the folder; True: always; False: never
     bytecode_cache: bool | Literal["auto"] = "auto"
+    # after a CUDA fault in verify or profile, run the candidate once more under compute-sanitizer's memcheck to name
+    # the kernel, thread and address (``cudagym.sanitizer``), on the cuda backend where compute-sanitizer is installed
+    # (never where it is not). Off by default: the run (torch's start under memcheck, bounded by
+    # ``sanitizer.TIMEOUT_S``) holds the GPU's shared slot, and its cost was not measured yet
+    fault_sanitizer: bool = False
 
     def __post_init__(self) -> None:
         if self.num_checks < 1:
@@ -94,6 +99,11 @@ def preloads_compiler(config: EvalConfig, backend: Backend) -> bool:
     if not config.compile_baseline:
         return False
     return config.preload_compiler is True or (config.preload_compiler == "auto" and prepares_ahead(config, backend))
+
+
+def sanitizes_faults(config: EvalConfig, backend: Backend) -> bool:
+    """Whether evaluators of ``config`` run compute-sanitizer after a CUDA fault (``EvalConfig.fault_sanitizer``)."""
+    return config.fault_sanitizer and backend.is_cuda and sanitizer.find_tool() is not None
 
 
 def resolve_bytecode(config: EvalConfig, cache_dir: Path) -> Path | None:

@@ -26,7 +26,7 @@ import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from cudagym import bytecode
+from cudagym import bytecode, sanitizer
 from cudagym.backends import Backend
 from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
@@ -39,7 +39,9 @@ from cudagym.eval_config import (
     resolve_bytecode,
     resolve_hang_seconds,
     resolve_timing,
+    sanitizes_faults,
 )
+from cudagym.fault_text import find_cuda_fault
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.common import WARMUP_SLOT_ENV
 from cudagym.harness.timing import TimingConfig
@@ -53,6 +55,7 @@ from cudagym.reference_process import ReferenceProcess
 from cudagym.results import (
     CheckResult,
     CompileResult,
+    CudaFault,
     IntegrityFinding,
     KernelTime,
     ProfileResult,
@@ -62,7 +65,7 @@ from cudagym.results import (
     VerifyResult,
     milestone_tier,
 )
-from cudagym.sandbox import exchange_dir
+from cudagym.sandbox import Child, exchange_dir
 from cudagym.stage_judgement import BaselineVerdict, check_result, judge_baselines, timing_findings, verify_outcome
 from cudagym.stage_memo import FailureMemo, candidate_key
 from cudagym.tasks.degeneracy import VerdictStore
@@ -491,6 +494,7 @@ class LocalEvaluator:
         except RuntimeError as exc:
             return _harness_failure(VerifyResult, Stage.VERIFY, exc, start)
         stderr = candidate_output(child, workspace, self.config.output_chars)
+        fault = self._cuda_fault(workspace, compiled, child, stderr) if status is not Status.OK else None
         checks, findings = verify_outcome(reply, self.policy, self.config.check_determinism)
         if checks:  # the precision policy, and whether every check met its float64 bound
             ratios = [c.precision_ratio for c in checks]
@@ -525,6 +529,7 @@ class LocalEvaluator:
             input_kinds=kinds,
             stderr=stderr,
             signal=sig,
+            fault=fault,
             integrity=tuple(findings),
             phases=phases.items(),
         )
@@ -738,6 +743,7 @@ class LocalEvaluator:
         except RuntimeError as exc:
             return _harness_failure(ProfileResult, Stage.PROFILE, exc, start)
         stderr = candidate_output(child, workspace, self.config.output_chars)
+        fault = self._cuda_fault(workspace, compiled, child, stderr) if status is not Status.OK else None
         ok_timing = timed is not None and timed.get("median_ms") is not None
         candidate_ms = timed["median_ms"] if ok_timing and timed else None
         findings = timing_findings(timed, self.policy) if timed else []
@@ -799,6 +805,7 @@ class LocalEvaluator:
             ncu=ncu_text,
             stderr=stderr,
             signal=sig,
+            fault=fault,
             integrity=tuple(findings),
             phases=phases.items(),
         )
@@ -829,9 +836,6 @@ class LocalEvaluator:
 
     def _ncu_run(self, workspace: Workspace, compiled: CompileResult, folder: Path, tool: str) -> str:
         log = folder / "ncu.csv"
-        job = {**self._job(workspace, compiled, folder), "mode": "ncu", "inputs_file": str(folder / "ncu.pt")}
-        self._unchecked_inputs(self.reference(), "ncu", path=job["inputs_file"])
-        self.reference().call("drop", key="ncu")
         prefix = (
             tool,
             "--clock-control",
@@ -848,13 +852,58 @@ class LocalEvaluator:
             "--launch-count",
             "40",
         )
-        child, finished, code = self.pool.run(job, self.config.profile_timeout, prefix=prefix)
-        status, message, _ = classify(child, finished, code, self.config.profile_timeout)
+        child, status, message = self._wrapped_run(workspace, compiled, folder, prefix, self.config.profile_timeout)
         if status is not Status.OK:
             return f"ncu run failed: {message}"
         if not log.exists():
             return "ncu produced no report: " + clean(child.output.text(), 1500)
         return summarize_ncu(log.read_text(errors="replace"))
+
+    def _wrapped_run(
+        self, workspace: Workspace, compiled: CompileResult, folder: Path, prefix: tuple[str, ...], timeout: float
+    ) -> tuple[Child, Status, str]:
+        """One call of ModelNew on an input set of its own (drawn by the reference into ``folder``) in a candidate
+        started under ``prefix`` (a tool such as ncu or compute-sanitizer); untimed, unchecked."""
+        job = {**self._job(workspace, compiled, folder), "mode": "ncu", "inputs_file": str(folder / "ncu.pt")}
+        self._unchecked_inputs(self.reference(), "ncu", path=job["inputs_file"])
+        self.reference().call("drop", key="ncu")
+        child, finished, code = self.pool.run(job, timeout, prefix=prefix)
+        status, message, _ = classify(child, finished, code, timeout)
+        return child, status, message
+
+    # -- CUDA faults -------------------------------------------------------------------------------
+
+    def _cuda_fault(self, workspace: Workspace, compiled: CompileResult, child: Child, output: str) -> CudaFault | None:
+        """The CUDA fault the candidate's error or output names, with the build's kernels and, where
+        ``EvalConfig.fault_sanitizer`` allows it, compute-sanitizer's finding; None when it ran into none."""
+        errors = [str(m.get("error", {}).get("message", "")) for m in child.messages if m.get("ok") is False]
+        fault = next((f for f in map(find_cuda_fault, [*errors, output]) if f is not None), None)
+        if fault is None:
+            return None
+        kernels = tuple(dict.fromkeys(k.name for k in compiled.kernels))
+        report = self._sanitize(workspace, compiled) if sanitizes_faults(self.config, self.backend) else ""
+        return dataclasses.replace(fault, kernels=kernels, sanitizer=report)
+
+    def _sanitize(self, workspace: Workspace, compiled: CompileResult) -> str:
+        """compute-sanitizer's first finding on one call of the candidate (``cudagym.sanitizer``), or why none."""
+        tool = sanitizer.find_tool()
+        if tool is None:
+            return ""
+        try:
+            with tempfile.TemporaryDirectory(prefix="cudagym-sanitizer-", dir=exchange_dir()) as tmp:
+                folder = Path(tmp)
+                log = folder / "sanitizer.log"
+                prefix = sanitizer.command_prefix(tool, log)
+                deadline = time.monotonic() + sanitizer.TIMEOUT_S
+                with self._shared_slot("sanitizer", deadline):  # a GPU run: never beside another env's timing
+                    _, status, message = self._wrapped_run(workspace, compiled, folder, prefix, sanitizer.TIMEOUT_S)
+                report = log.read_text(errors="replace") if log.exists() else ""
+        except (OSError, RuntimeError) as exc:  # the fault is reported either way; its run is an extra
+            return f"compute-sanitizer could not run: {clean(str(exc), 300)}"
+        summary = sanitizer.summarize(clean(report, replace_paths={str(workspace.path): ""}))
+        if summary:
+            return summary
+        return f"compute-sanitizer found no error in its run ({status.value}: {message or 'one call'})"[:400]
 
     # -- submit ------------------------------------------------------------------------------------
 
@@ -976,8 +1025,9 @@ def describe_check(check: CheckResult) -> str:
     if check.problem and check.max_abs_error is None:
         return check.problem
     where = f" at index {list(check.worst_index)}" if check.worst_index is not None else ""
+    which = f"output {check.output}: " if check.output else ""  # a later output of a tuple (the first goes unnamed)
     parts = [
-        f"{check.mismatched} of {check.total} elements outside tolerance",
+        f"{which}{check.mismatched} of {check.total} elements outside tolerance",
         f"max abs error {check.max_abs_error:.4g}{where} (expected {check.expected:.6g}, got {check.actual:.6g})",
     ]
     if check.problem:

@@ -1,16 +1,31 @@
-"""Observations rendered from results: one pure function per result type, text for the agent."""
+"""Observations rendered from results: one pure function per result type, text for the agent.
+
+Every observation of an evaluation stage opens the same way: the first line says what happened (``[stage] STATUS (time):
+message``), the second what to do next (``Next: ...``, from :mod:`cudagym.advice`); then the evidence, made short
+for an agent that reads every byte: a CUDA fault by its name, the kernel and a few frames (:mod:`cudagym.fault_text`),
+compiler output by its first error with its context (:mod:`cudagym.compiler_text`), the candidate's own output with
+the harness's warnings, frames and repeats left out. The results keep the evidence whole (``info["result"]``).
+"""
 
 from __future__ import annotations
 
+from cudagym import compiler_text, fault_text
+from cudagym.advice import next_step
 from cudagym.evaluator import describe_check
 from cudagym.results import (
     CompileResult,
+    CudaFault,
     FileResult,
     ProfileResult,
     StageResult,
+    Status,
     SubmitResult,
     VerifyResult,
 )
+
+OUTPUT_CHARS = 3000  # of the candidate's output, once condensed (head and tail kept beyond)
+COMPILER_CHARS = 4000  # of compiler output, once condensed
+MAX_KERNELS_NAMED = 6
 
 
 def _header(result: StageResult) -> str:
@@ -19,37 +34,86 @@ def _header(result: StageResult) -> str:
     return f"[{result.stage.value}] {verdict}{timing}: {result.message}"
 
 
-def render_compile(result: CompileResult) -> str:
-    lines = [_header(result)]
+def _opening(result: StageResult, advise: bool) -> list[str]:
+    """What happened and, where there is something to do, what to do next."""
+    advice = next_step(result) if advise else ""
+    return [_header(result), f"Next: {advice}"] if advice else [_header(result)]
+
+
+def render_compiler_output(text: str) -> str:
+    """Compiler or linker output as the agent sees it: the first error with its context, or (output in no compiler's
+    form, such as a single-file solution's import) the candidate's output condensed."""
+    if compiler_text.has_diagnostics(text):
+        return compiler_text.condense(text, COMPILER_CHARS)
+    return fault_text.condense(text, COMPILER_CHARS)
+
+
+def render_fault(fault: CudaFault) -> list[str]:
+    """A CUDA fault in a few lines: CUDA's name for it, the kernels it can be, compute-sanitizer's finding."""
+    code = f" ({fault.code})" if fault.code else ""
+    lines = [f"CUDA fault: {fault.error}{code}"]
+    if len(fault.kernels) == 1:
+        lines.append(f"  kernel: {fault.kernels[0]} (the build's only kernel)")
+    elif fault.kernels:
+        named = ", ".join(fault.kernels[:MAX_KERNELS_NAMED]) + (
+            ", ..." if len(fault.kernels) > MAX_KERNELS_NAMED else ""
+        )
+        lines.append(
+            f"  kernel: one of the build's {len(fault.kernels)} kernels ({named}); CUDA reports a fault at the next "
+            "call that waits for the device, so the traceback shows where it surfaced, not which kernel faulted"
+        )
+    if fault.sanitizer:
+        lines.append("  compute-sanitizer (a run of its own on one input set):")
+        lines.extend(f"    {line}" for line in fault.sanitizer.splitlines())
+    return lines
+
+
+def render_compile(result: CompileResult, *, advise: bool = True) -> str:
+    lines = _opening(result, advise)
     if result.kernels:
         lines.append("kernel resources (ptxas):")
         lines.append(f"  {'kernel':<48} {'regs':>5} {'smem B':>8} {'stack B':>8} {'spills':>7}")
         for k in result.kernels:
             spills = k.spill_stores + k.spill_loads
             lines.append(f"  {k.name[:48]:<48} {k.registers:>5} {k.shared_bytes:>8} {k.stack_bytes:>8} {spills:>7}")
-    if result.diagnostics.strip():
+    if result.diagnostics.strip() and result.diagnostics.strip() != result.message.strip():
         lines.append("compiler output:")
-        lines.append(result.diagnostics.rstrip())
+        lines.append(render_compiler_output(result.diagnostics))
     return "\n".join(lines)
 
 
-def render_verify(result: VerifyResult) -> str:
-    lines = [_header(result)]
+def _candidate_output(result: VerifyResult | ProfileResult) -> list[str]:
+    """The failed candidate's output, condensed; compiler output where the stage stopped at the build."""
+    text = result.stderr.strip()
+    if not text or result.ok:
+        return []
+    if result.status is Status.COMPILE_ERROR:
+        return ["compiler output:", render_compiler_output(text)]
+    condensed = fault_text.condense(text, OUTPUT_CHARS)
+    return ["output of the candidate process:", condensed] if condensed else []
+
+
+def render_verify(result: VerifyResult, *, advise: bool = True) -> str:
+    lines = _opening(result, advise)
+    if result.fault is not None:
+        lines += render_fault(result.fault)
     for check in result.checks:
         state = "pass" if check.passed else "FAIL"
         if check.passed:
             error = f"max abs error {check.max_abs_error:.3g}" if check.max_abs_error is not None else "exact"
             lines.append(f"  check {check.index + 1}: {state} ({error})")
         else:
-            lines.append(f"  check {check.index + 1}: {state}: {describe_check(check)}")
-    if result.stderr.strip() and not result.ok:
-        lines.append("output of the candidate process:")
-        lines.append(result.stderr.rstrip())
+            described = describe_check(check)
+            said = described in result.message  # the message, on the first line, describes it already
+            lines.append(f"  check {check.index + 1}: {state}" + (" (above)" if said else f": {described}"))
+    lines += _candidate_output(result)
     return "\n".join(lines)
 
 
-def render_profile(result: ProfileResult) -> str:
-    lines = [_header(result)]
+def render_profile(result: ProfileResult, *, advise: bool = True) -> str:
+    lines = _opening(result, advise)
+    if result.fault is not None:
+        lines += render_fault(result.fault)
     if result.candidate_ms is not None:
         lines.append(f"  {'':<14} {'median ms':>12} {'speedup':>9}")
         lines.append(f"  {'ModelNew':<14} {result.candidate_ms:>12.4g} {'':>9}")
@@ -66,21 +130,20 @@ def render_profile(result: ProfileResult) -> str:
     if result.ncu:
         lines.append("Nsight Compute:")
         lines.append(result.ncu.rstrip())
-    if result.stderr.strip() and not result.ok:
-        lines.append("output of the candidate process:")
-        lines.append(result.stderr.rstrip())
+    lines += _candidate_output(result)
     return "\n".join(lines)
 
 
 def render_submit(result: SubmitResult) -> str:
-    lines = [f"[submit] tier {result.tier}: {result.message}"]
+    """The tier and why, that the episode is over, then the stages that decided it (without advice: nothing is left
+    to do)."""
+    lines = [f"[submit] tier {result.tier}: {result.message}", "The episode is over."]
     if result.compile is not None and not result.compile.ok:
-        lines.append(render_compile(result.compile))
+        lines.append(render_compile(result.compile, advise=False))
     if result.verify is not None:
-        lines.append(render_verify(result.verify))
+        lines.append(render_verify(result.verify, advise=False))
     if result.profile is not None:
-        lines.append(render_profile(result.profile))
-    lines.append("The episode is over.")
+        lines.append(render_profile(result.profile, advise=False))
     return "\n".join(lines)
 
 

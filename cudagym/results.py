@@ -141,6 +141,20 @@ class IntegrityFinding:
 
 
 @dataclasses.dataclass(frozen=True)
+class CudaFault:
+    """A CUDA fault of the candidate's code (an illegal memory access, a misaligned address, a device-side assert, a
+    failed launch, ...) and what is known of where it happened."""
+
+    error: str  # CUDA's words for it, as the candidate's error gave them ("an illegal memory access was encountered")
+    kind: str  # which known fault it is (an entry of ``cudagym.harness.common.CUDA_ERROR_NAMES``)
+    code: str = ""  # CUDA's error code, where the error text named it ("cudaErrorIllegalAddress")
+    kernels: tuple[str, ...] = ()  # the kernels of the agent's build (ptxas), one of which faulted
+    # compute-sanitizer's report (condensed) of a run of its own on the same files, when one ran
+    # (``EvalConfig.fault_sanitizer``), or why it did not give one
+    sanitizer: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
 class VerifyResult(StageResult):
     """Running the candidate on several fresh random input sets against the reference."""
 
@@ -150,6 +164,7 @@ class VerifyResult(StageResult):
     input_kinds: tuple[str, ...] = ()  # the input kinds the checks drew in turn (``cudagym.input_probe``)
     stderr: str = ""  # the candidate process's output (cleaned, cut), e.g. a Python traceback
     signal: str = ""  # the signal that killed the child, if any (e.g. "SIGSEGV")
+    fault: CudaFault | None = None  # the CUDA fault the candidate ran into, if any
     integrity: tuple[IntegrityFinding, ...] = ()  # run-time integrity checks and what they found
     phases: tuple[tuple[str, float], ...] = ()  # (part of the stage, wall-clock seconds), in order
 
@@ -199,6 +214,7 @@ class ProfileResult(StageResult):
     ncu: str = ""  # Nsight Compute summary, when requested and available
     stderr: str = ""
     signal: str = ""
+    fault: CudaFault | None = None  # the CUDA fault the candidate ran into, if any
     integrity: tuple[IntegrityFinding, ...] = ()  # run-time integrity checks and what they found
     phases: tuple[tuple[str, float], ...] = ()  # (part of the stage, wall-clock seconds), in order
 

@@ -144,6 +144,7 @@ def _recalled(observed: Observed, stage: Stage, seconds: float) -> CandidateResu
         "message": message,
         "stderr": before.stderr,
         "signal": before.signal,
+        "fault": before.fault,
         "integrity": before.integrity,
         "seconds": seconds,
     }

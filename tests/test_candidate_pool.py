@@ -34,9 +34,15 @@ def test_how_a_stage_ended_is_classified() -> None:
     status, message, _ = classify(
         Reported([{"stage": "run"}, {"stage": "run", "ok": False, "error": fault}]), True, 1, 10
     )
-    assert status is Status.RUNTIME_ERROR and "CUDA error" in message
+    assert status is Status.RUNTIME_ERROR and message == "CUDA fault while running ModelNew: " + fault["message"]
+    torch_text = {**fault, "message": "CUDA error: misaligned address\nCUDA kernel errors might be ...\nframe #0: x"}
+    _, message, _ = classify(Reported([{"stage": "run", "ok": False, "error": torch_text}]), True, 1, 10)
+    assert message == "CUDA fault while running ModelNew: CUDA error: misaligned address"  # its first line alone
     status, message, sig = classify(Reported([{"stage": "run"}]), True, -11, 10)
     assert status is Status.CRASH and sig == "SIGSEGV" and "while running" in message
+    serving = Reported([{"stage": "calibrating"}, {"stage": "load"}, {"stage": "ready"}])  # killed during its calls
+    assert "while running" in classify(serving, True, -11, 10)[1]
+    assert "while loading" in classify(Reported([{"stage": "load"}]), True, -11, 10)[1]
     assert classify(Reported([{"stage": "load"}]), True, 3, 10)[0] is Status.CRASH
 
 

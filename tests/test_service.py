@@ -43,6 +43,7 @@ from cudagym.gpu_lock import (
 from cudagym.results import (
     CheckResult,
     CompileResult,
+    CudaFault,
     IntegrityFinding,
     KernelResources,
     KernelTime,
@@ -162,7 +163,13 @@ def test_results_come_back_as_the_same_frozen_dataclasses() -> None:
         compiled=True,
         correct=True,
         compile=CompileResult(Stage.COMPILE, Status.OK, kernels=(KernelResources("k", registers=32),)),
-        verify=VerifyResult(Stage.VERIFY, Status.MISMATCH, checks=(check,), atol=0.01),
+        verify=VerifyResult(
+            Stage.VERIFY,
+            Status.MISMATCH,
+            checks=(check,),
+            atol=0.01,
+            fault=CudaFault("misaligned address", "misaligned address", kernels=("k", "j"), sanitizer="at k+0x10"),
+        ),
         profile=profile,
         integrity=(IntegrityFinding("fixed_files_unchanged", True),),
     )

@@ -22,6 +22,7 @@ memory and judges them itself, and reads the time from its own clock.
 from __future__ import annotations
 
 import ctypes
+import faulthandler
 import importlib.util
 import json
 import os
@@ -38,6 +39,7 @@ from common import (
     Channel,
     configure_threads,
     describe_exception,
+    harness_warnings_ignored,
     load_module,
     synchronize,
     to_device,
@@ -358,17 +360,20 @@ class KernelTrace:
         if device.startswith("cuda"):
             from torch.profiler import ProfilerActivity, profile
 
-            self.session = profile(activities=[ProfilerActivity.CUDA])
-            self.session.__enter__()
+            with harness_warnings_ignored():
+                self.session = profile(activities=[ProfilerActivity.CUDA])
+                self.session.__enter__()
 
     def table(self) -> list[dict[str, Any]]:
         if self.session is None:
             return []
         import torch
 
-        self.session.__exit__(None, None, None)
+        with harness_warnings_ignored():
+            self.session.__exit__(None, None, None)
+            events = self.session.events()
         totals: dict[str, list[float]] = {}
-        for event in self.session.events():
+        for event in events:
             if event.device_type == torch.autograd.DeviceType.CUDA and not event.name.startswith("cudagym_"):
                 entry = totals.setdefault(event.name, [0, 0.0])
                 entry[0] += 1
@@ -486,7 +491,7 @@ def warm_profiler() -> None:
     import torch
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
+    with harness_warnings_ignored(), profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]):
         torch.ones(1, device="cuda").add_(1)
         torch.cuda.synchronize()
 
@@ -508,6 +513,9 @@ def main(channel: Channel) -> None:
     import torch
 
     allow_the_clock_to_read()
+    # a native crash (a segfault in the agent's kernel) prints the Python line that called into it to the output the
+    # agent reads; the process still dies by its signal (faulthandler re-raises it), which decides the verdict
+    faulthandler.enable(all_threads=False)
     if torch.cuda.is_available():
         with warmup_slot(os.environ.pop(WARMUP_SLOT_ENV, "")):
             torch.cuda.init()

@@ -12,6 +12,7 @@ import sys
 import time
 import traceback
 import types
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -122,6 +123,16 @@ def describe_exception(exc: BaseException) -> dict[str, str]:
     lowered = str(exc).lower()
     cuda_fault = next((n for n in CUDA_ERROR_NAMES if n in lowered), "")
     return {"type": type(exc).__name__, "message": str(exc)[:4000], "traceback": text[-6000:], "cuda": cuda_fault}
+
+
+@contextlib.contextmanager
+def harness_warnings_ignored() -> Iterator[None]:
+    """Ignores the warnings raised while the harness itself calls torch (its profiler's set-up and tear-down): they
+    are the harness's, not the candidate's, and would reach the agent in the candidate's output. Only the warning
+    filters change, and only for the calls inside; the agent's code never runs inside."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield
 
 
 def map_tensors(value: Any, fn: Callable[[Any], Any]) -> Any:

@@ -148,6 +148,23 @@ SESSION_LEAVERS = kernel(
     '  throw std::runtime_error("left 3 processes behind in new sessions");',
     "}",
 )
+OUT_OF_BOUNDS = kernel(
+    "void relu_kernel(const float* x, float* y, int64_t n) {",
+    "  for (int64_t i = 0; i < n; ++i) y[i + (int64_t(1) << 40)] = x[i];  // far past the end of y",
+    "}",
+)
+WARNS_THEN_RAISES = (
+    "import warnings, torch\n"
+    "class ModelNew(torch.nn.Module):\n"
+    "    def forward(self, x):\n"
+    "        print('my own print', flush=True)\n"
+    "        warnings.warn('my own warning')\n"
+    "        profiler = torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU])\n"
+    "        for _ in range(2):  # a second cycle: torch warns that the profiler clears its events\n"
+    "            profiler.start()\n"
+    "            profiler.stop()\n"
+    "        raise ValueError('done warning')\n"
+)
 RAISES = "import torch\nclass ModelNew(torch.nn.Module):\n    def forward(self, x):\n        raise ValueError('boom')\n"
 BAD_IMPORT = "import torch\nimport does_not_exist\nclass ModelNew(torch.nn.Module):\n    pass\n"
 LIMITS_PROBE = (
@@ -352,8 +369,39 @@ def verify_with(env: CudaKernelEnv, files: dict[str, str]) -> tuple[str, dict[st
 def test_native_faults_are_observations(env: CudaKernelEnv, source: str, status: str, needle: str) -> None:
     obs, info, seconds = verify_with(env, {"kernels/relu.cpp": source})
     assert info["status"] == status and needle in obs, obs
+    assert_says_what_happened_and_what_next(obs, f"[verify] {status.upper()}", "then verify again")
     assert seconds < VERIFY_TIMEOUT + 10
     finish_correct_episode(env)
+
+
+def assert_says_what_happened_and_what_next(obs: str, first: str, next_words: str) -> None:
+    """The observation opens with what happened and what to do, and carries none of the harness's noise."""
+    lines = obs.splitlines()
+    assert lines[0].startswith(first) and lines[1].startswith("Next: ") and next_words in lines[1], obs
+    for noise in ("<harness>", "site-packages", "frame #", "Extension modules"):
+        assert noise not in obs, (noise, obs)
+    assert len(obs) < 4000, obs
+
+
+def test_an_out_of_bounds_write_in_a_cpu_kernel_names_the_signal_its_cause_and_the_calling_line(
+    env: CudaKernelEnv,
+) -> None:
+    obs, info, _ = verify_with(env, {"kernels/relu.cpp": OUT_OF_BOUNDS})
+    assert info["status"] == "crash" and info["result"]["signal"] == "SIGSEGV", obs
+    assert "killed by SIGSEGV while running ModelNew" in obs, obs
+    assert_says_what_happened_and_what_next(obs, "[verify] CRASH", "index past a buffer's end")
+    # faulthandler's stack in the candidate: the line of model_new.py that called into the kernel
+    assert 'File "model_new.py", line' in obs and "Fatal Python error: Segmentation fault" in obs, obs
+
+
+def test_the_candidates_own_output_stays_and_the_profilers_warnings_go(env: CudaKernelEnv) -> None:
+    obs, info, _ = verify_with(env, {"model_new.py": WARNS_THEN_RAISES})
+    assert info["status"] == "runtime_error", obs
+    assert_says_what_happened_and_what_next(obs, "[verify] RUNTIME ERROR", "then verify again")
+    assert "ValueError while running ModelNew: done warning" in obs.splitlines()[0]
+    assert "my own warning" in obs and "my own print" in obs, obs  # the candidate's own, kept
+    assert "Profiler clears events" not in obs and "profiler_start" not in obs, obs  # torch's profiler, left out
+    assert "Profiler clears events" in info["result"]["stderr"]  # the result keeps the evidence whole
 
 
 def timed_step(env: CudaKernelEnv, action: str) -> tuple[str, float, bool, dict[str, Any], float]:

@@ -10,10 +10,12 @@ import os
 import secrets
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cudagym_testing import relu_solution, write_all
 
+from cudagym import sanitizer
 from cudagym.backends import query_gpu
 from cudagym.baselines import solution_files, tool_call
 from cudagym.envs import CudaKernelEnv
@@ -110,6 +112,43 @@ EXPECTED = {
 }
 
 
+# the faults that are CUDA faults: the kind (``cudagym.harness.common.CUDA_ERROR_NAMES``) each must be named as
+FAULT_KINDS = {
+    "illegal_address": "illegal memory access",
+    "misaligned": "misaligned address",
+    "device_assert": "device-side assert",
+}
+
+
+def assert_fault_observation(obs: str, info: dict[str, Any], kind: str) -> None:
+    """A CUDA fault's observation: what happened and what next first, the fault named with the build's only kernel,
+    a few C++ frames at most, none of the profiler's warnings, no paths into the installation, a bounded size."""
+    lines = obs.splitlines()
+    assert lines[1].startswith("Next: "), obs
+    fault = info["result"]["fault"]
+    assert fault is not None and fault["kind"] == kind and fault["kernels"], info["result"]
+    assert "CUDA fault: " in obs and "(the build's only kernel)" in obs and "kernel: k(" in obs, obs
+    assert len([line for line in lines if line.lstrip().startswith(("frame #", "#"))]) <= 3, obs
+    for noise in ("Profiler clears events", "site-packages", "<unknown function>", "CUDA_LAUNCH_BLOCKING"):
+        assert noise not in obs, (noise, obs)
+    assert len(obs) < 4000, obs
+
+
+@pytest.mark.skipif(sanitizer.find_tool() is None, reason="compute-sanitizer is not installed")
+def test_a_fault_is_located_by_compute_sanitizer_when_asked() -> None:
+    config = dataclasses.replace(GPU_CONFIG, verify_timeout=60, fault_sanitizer=True)
+    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
+    try:
+        env.reset(options={"task_id": RELU})
+        write_all(env, {**relu_solution("cuda"), "kernels/relu.cu": KERNELS["illegal_address"]})
+        obs, _, _, _, info = env.step(tool_call("verify"))
+        report = info["result"]["fault"]["sanitizer"]
+        assert "compute-sanitizer" in obs and report, obs
+        assert "Invalid __global__ write" in report and "k(" in report, report  # the access, the kernel
+    finally:
+        env.close()
+
+
 @pytest.fixture(scope="module")
 def env():
     environment = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=GPU_CONFIG)
@@ -163,6 +202,8 @@ def test_gpu_faults_are_survived(fault: str) -> None:
         assert info["status"] in statuses and needle in obs, obs
         assert not terminated and reward == 0
         assert seconds < 15, (fault, seconds)  # a fault, a hung kernel included, costs seconds, not verify_timeout
+        if fault in FAULT_KINDS:  # what the agent is shown of a CUDA fault (issue 25)
+            assert_fault_observation(obs, info, FAULT_KINDS[fault])
         # the same env completes a correct episode afterwards
         env.reset(options={"task_id": RELU})
         write_all(env, relu_solution("cuda"))
