@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 
 from cudagym.backends import resolve_backend
+from cudagym.evaluator import EvalConfig
 from cudagym.reference_process import ReferenceProcess
 from cudagym.tasks import load
-from tests.conftest import FAST_TIMING
 
 # eager from the process's main thread works; any call from another thread (the background compile) fails
 FAILS_OFF_THE_MAIN_THREAD = """
@@ -41,7 +41,7 @@ def get_init_inputs():
 
 
 def _reference(source: str, cache_dir: Path, *, preload_compiler: bool = False) -> ReferenceProcess:
-    from cudagym.eval_config import EvalConfig
+    from cudagym.evaluator import EvalConfig
 
     backend = resolve_backend("cpu")
     ref = ReferenceProcess(backend, EvalConfig(), preload_compiler=preload_compiler)
@@ -53,7 +53,9 @@ def _prepare(ref: ReferenceProcess, key: str, folder: str) -> None:
     ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task")
 
 
-def test_a_background_compile_answers_at_once_serves_meanwhile_and_is_awaited_before_use(cache_dir: Path) -> None:
+def test_a_background_compile_answers_at_once_serves_meanwhile_and_is_awaited_before_use(
+    cache_dir: Path, fast_config: EvalConfig
+) -> None:
     ref = _reference(load("builtin").get("builtin/relu").source_for("cpu"), cache_dir)
     try:
         with tempfile.TemporaryDirectory() as folder:
@@ -65,7 +67,7 @@ def test_a_background_compile_answers_at_once_serves_meanwhile_and_is_awaited_be
             _prepare(ref, "check", folder)  # served while the compiler runs
             ref.call("await_compile")
             compiled = time.monotonic() - start
-            timing = dataclasses.asdict(FAST_TIMING)
+            timing = dataclasses.asdict(fast_config.timing)
             assert ref.call("baseline", key="check", mode="compile", timing=timing)["median_ms"] > 0
         assert answered < compiled  # the answer came before the compile was done
     finally:
@@ -86,14 +88,14 @@ def test_a_failed_background_compile_fails_the_command_that_awaits_it(cache_dir:
         ref.close()
 
 
-def test_no_baseline_is_timed_while_a_background_compile_runs(cache_dir: Path) -> None:
+def test_no_baseline_is_timed_while_a_background_compile_runs(cache_dir: Path, fast_config: EvalConfig) -> None:
     ref = _reference(load("builtin").get("builtin/relu").source_for("cpu"), cache_dir)
     try:
         with tempfile.TemporaryDirectory() as folder:
             _prepare(ref, "ahead", folder)
             ref.call("compile_reference", key="ahead", background=True)
             assert not ref.call("compile_done")["done"]  # code generation takes seconds
-            timing = dataclasses.asdict(FAST_TIMING)
+            timing = dataclasses.asdict(fast_config.timing)
             assert ref.call("baseline", key="ahead", mode="eager", timing=timing)["median_ms"] > 0
             done = ref.call("compile_done")
             assert done["done"]  # the eager timing waited for the compile to end
