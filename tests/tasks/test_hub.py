@@ -70,7 +70,11 @@ def test_a_refused_connection_fails_at_once(online: None, closed_port: int, monk
 
 
 def test_a_silent_endpoint_fails_after_the_probe_timeout(online: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(hub_module.socket, "create_connection", lambda *args, **kwargs: time.sleep(5))
+    def silent(*args: Any, **kwargs: Any) -> socket.socket:
+        time.sleep(5)  # then as a real connect would after its own timeout
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(hub_module.socket, "create_connection", silent)
     started = time.monotonic()
     assert hub_unreachable_reason(timeout=0.2) == "huggingface.co:443 did not answer within 0.2 s"
     assert time.monotonic() - started < 1
