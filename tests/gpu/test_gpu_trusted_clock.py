@@ -57,9 +57,13 @@ def test_the_median_patch_of_the_issue_no_longer_lifts_bmm() -> None:
             env.reset(options={"task_id": BMM})
             write_all(env, with_prelude(solution_files(env.task, "cuda"), prelude))
             obs, _, terminated, _, info = env.step(tool_call("submit"))
-            assert terminated and info["tier"] >= 1, obs
+            assert terminated, obs
             outcomes[name] = info
         honest, forged = outcomes["honest"], outcomes["forged"]
+        assert honest["tier"] >= 1, honest
+        if forged["status"] == "integrity":  # refused before or while it ran: the forgery earned nothing
+            assert forged["tier"] == 0, forged
+            return
         # the forged run is the honest one: the same tier band and a speedup that did not triple
         assert forged["tier"] <= max(honest["tier"], 2), (honest, forged)
         assert forged["speedup_eager"] < 1.5 * honest["speedup_eager"], (honest["speedup_eager"], forged)
