@@ -18,6 +18,7 @@ from cudagym.baselines import tool_call
 from cudagym.baselines.scripted import solution_files
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig, LocalEvaluator
+from cudagym.integrity import runtime
 from cudagym.sandbox import sandbox_processes
 
 
@@ -176,3 +177,25 @@ def test_the_evaluator_resolves_its_timing_once(tmp_path: Path) -> None:
     first = LocalEvaluator.timing.fget(stand_in)  # type: ignore[attr-defined]
     assert LocalEvaluator.timing.fget(stand_in) is first  # type: ignore[attr-defined]
     assert Path(first.gpu_library).is_file()
+
+
+def test_a_cpu_profile_that_would_fail_the_bandwidth_bound_taken_at_load_is_judged_on_a_fresh_one(
+    fast_config: EvalConfig,
+) -> None:
+    env = CudaKernelEnv(backend="cpu", eval_config=fast_config)
+    try:
+        env.reset(options={"task_id": "builtin/relu"})
+        evaluator = env._get_evaluator()
+        assert isinstance(evaluator, LocalEvaluator)
+        ref = evaluator.reference()
+        moved = 8 * 1024 * 1024
+        # as if the host had been busy when the reference loaded: its bound would fail any real time
+        evaluator._peak_bandwidth = 1e6
+        one_gb_per_s = moved / 1e9 * 1e3  # a speed any host's memory reaches
+        assert not runtime.within_roofline(one_gb_per_s, moved, evaluator._peak_bandwidth).passed
+        assert evaluator._roofline(ref, one_gb_per_s, moved).passed
+        # a time no host reaches still fails, with the bandwidth measured now in the message
+        finding = evaluator._roofline(ref, moved / 1e15 * 1e3, moved)
+        assert not finding.passed and "above the device's peak" in finding.detail
+    finally:
+        env.close()
