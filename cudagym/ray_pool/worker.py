@@ -77,13 +77,14 @@ class EvalWorker:
     # -- evaluators --------------------------------------------------------------------------------
 
     @staticmethod
-    def _key(job: Job) -> EvaluatorKey:
+    def key(job: Job) -> EvaluatorKey:
+        """Jobs of one key may share an evaluator: the same task (id and source) and settings."""
         return job.task.id, hash(job.task.source_for(job.backend)), repr(job.config)
 
     def _acquire(self, job: Job) -> LocalEvaluator:
         """An evaluator for the job: a warm one of the same task and settings, else an idle one of the same
         settings retargeted to the task, else a new one."""
-        key = self._key(job)
+        key = self.key(job)
         with self._lock:
             self._busy += 1
             for slot, (idle_key, evaluator) in reversed(self._idle.items()):
@@ -104,7 +105,7 @@ class EvalWorker:
         surplus: list[LocalEvaluator] = []
         with self._lock:
             self._busy -= 1
-            self._idle[id(evaluator)] = (self._key(job), evaluator)
+            self._idle[id(evaluator)] = (self.key(job), evaluator)
             while len(self._idle) > self.max_evaluators:
                 surplus.append(self._idle.popitem(last=False)[1][1])
         for old in surplus:
