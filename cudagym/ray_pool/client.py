@@ -82,8 +82,8 @@ class RayEvaluatorFactory:
 
     Args:
         address: the Ray cluster (``ray.init(address=...)``; None: the one this process joined, else a local one).
-        workers: the pool's workers; default: for the env's backend, cuda workers for every GPU of the cluster, cpu
-            workers of two CPUs each for its CPUs.
+        workers: the pool's workers; default: for the env's backend, cuda workers for every GPU of the cluster, a cpu
+            worker for each of its CPUs.
         cache_dir: the compile and baseline cache on the workers' nodes (default ``~/.cache/cudagym`` there).
         placement_timeout_s: see :class:`RayPool`.
     """
@@ -108,8 +108,8 @@ class RayEvaluatorFactory:
         resources = ray.cluster_resources()
         if backend == "cuda":
             return (WorkerSpec("cuda", count=max(1, int(resources.get("GPU", 0))), cache_dir=self.cache_dir),)
-        cpus = int(resources.get("CPU", 2))
-        return (WorkerSpec("cpu", count=max(1, cpus // 2), num_cpus=2, cache_dir=self.cache_dir),)
+        cpus = int(resources.get("CPU", 1))
+        return (WorkerSpec("cpu", count=max(1, cpus), num_cpus=1, cache_dir=self.cache_dir),)
 
 
 _POOLS: dict[tuple[RayEvaluatorFactory, str], RayPool] = {}
