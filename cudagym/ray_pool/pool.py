@@ -231,7 +231,7 @@ class RayPool:
             entry = self._queue.take({h.spec.backend for h in free})
             if entry is None:
                 return
-            if not entry.future.set_running_or_notify_cancel():
+            if entry.attempts == 0 and not entry.future.set_running_or_notify_cancel():
                 continue  # cancelled by its caller while queued
             self._send(entry, self._choose(entry, free))
 
