@@ -24,7 +24,17 @@ WHEEL="$(ls "$WORK"/dl/ray-*.whl)"
 echo "downloaded $(basename "$WHEEL"): $(du -h "$WHEEL" | cut -f1)"
 
 mkdir "$WORK/tree"
-"$PYTHON" -m zipfile -e "$WHEEL" "$WORK/tree"
+# extracted with the files' modes (the raylet and GCS binaries must stay executable)
+"$PYTHON" - "$WHEEL" "$WORK/tree" <<'PY'
+import os, sys, zipfile
+
+with zipfile.ZipFile(sys.argv[1]) as zf:
+    for info in zf.infolist():
+        path = zf.extract(info, sys.argv[2])
+        mode = info.external_attr >> 16
+        if mode and not info.is_dir():
+            os.chmod(path, mode & 0o777)
+PY
 cd "$WORK/tree/ray"
 # the parts an actor on one node does not load
 rm -rf dashboard/client dashboard/modules dashboard/subprocesses \
