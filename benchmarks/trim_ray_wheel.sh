@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds a trimmed Ray wheel small enough to travel to the device machine (64 MiB in all for everything carried).
 #
-# Downloads ray's manylinux x86_64 cp311 wheel with pip, removes what actors on one node never load (the dashboard
+# Downloads ray's manylinux x86_64 wheel (cp311 by default, RAY_PY=3.12 for cp312) with pip, removes what actors on one node never load (the dashboard
 # and its web client, the autoscaler's cloud providers, the Ray Client server's generated protos for other languages,
 # the Java and C++ APIs, RLlib, Tune, Serve, Train, Data, Air, the tests and the type stubs), rewrites the RECORD and
 # repacks it. Core, the raylet and GCS binaries, the object store and the actor API stay.
@@ -12,14 +12,16 @@
 set -euo pipefail
 
 VERSION="${RAY_VERSION:-2.60.0}"
+PY="${RAY_PY:-3.11}"  # the Python the wheel is for (the device machine runs 3.12: RAY_PY=3.12)
+ABI="cp${PY/./}"
 OUT="${1:-.device/wheels}"
 PYTHON="${PYTHON:-python3}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 mkdir -p "$OUT"
-"$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version 3.11 \
-    --platform manylinux2014_x86_64 --implementation cp --abi cp311 "ray==${VERSION}" -d "$WORK/dl"
+"$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$PY" \
+    --platform manylinux2014_x86_64 --implementation cp --abi "$ABI" "ray==${VERSION}" -d "$WORK/dl"
 WHEEL="$(ls "$WORK"/dl/ray-*.whl)"
 echo "downloaded $(basename "$WHEEL"): $(du -h "$WHEEL" | cut -f1)"
 
