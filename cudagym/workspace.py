@@ -41,6 +41,26 @@ class WorkspaceLimits:
     max_files: int = 64
 
 
+@dataclasses.dataclass(frozen=True)
+class WorkspaceSnapshot:
+    """A workspace's content at one moment, to evaluate it on another machine (``Workspace.freeze``/``thaw``).
+
+    Attributes:
+        fixed: the fixed files' original content, by name.
+        changed_fixed: the fixed files that differ on disk from their original: their content, or None where the
+            file is missing or is not a regular file.
+        files: the agent's files (``model_new.py``, ``kernels/*``) by relative path.
+        limits: the workspace's size limits.
+        path: where the workspace was (results name it instead of the copy's directory).
+    """
+
+    fixed: dict[str, bytes]
+    changed_fixed: dict[str, bytes | None]
+    files: dict[str, bytes]
+    limits: WorkspaceLimits
+    path: str
+
+
 class Workspace:
     """A temporary directory holding one episode's files.
 
@@ -59,20 +79,70 @@ class Workspace:
         root_dir: str | Path | None = None,
         limits: WorkspaceLimits | None = None,
     ) -> None:
-        self.limits = limits or WorkspaceLimits()
-        self.path = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=root_dir)).resolve()
-        # removes the directory when the workspace is dropped (or at exit) without remove(): an env whose close() an
-        # exception skipped leaves nothing in /tmp
-        self._finalizer = weakref.finalize(self, _remove_tree, self.path)
-        (self.path / "kernels").mkdir()
-        self._fixed_content: dict[str, bytes] = {
+        fixed = {
             "model.py": model_source.encode(),
             "binding.cpp": (TEMPLATES / "binding.cpp").read_bytes(),
             "binding_registry.h": (TEMPLATES / "binding_registry.h").read_bytes(),
             "INSTRUCTIONS.md": instructions.encode(),
         }
+        self._create(fixed, root_dir, limits or WorkspaceLimits())
+
+    def _create(self, fixed: dict[str, bytes], root_dir: str | Path | None, limits: WorkspaceLimits) -> None:
+        """Makes the directory and writes the fixed files (``fixed``: their original content)."""
+        self.limits = limits
+        self.path = Path(tempfile.mkdtemp(prefix=WORKSPACE_PREFIX, dir=root_dir)).resolve()
+        # removes the directory when the workspace is dropped (or at exit) without remove(): an env whose close() an
+        # exception skipped leaves nothing in /tmp
+        self._finalizer = weakref.finalize(self, _remove_tree, self.path)
+        (self.path / "kernels").mkdir()
+        self._fixed_content: dict[str, bytes] = dict(fixed)
         self._fixed_hash = {name: hashlib.sha256(data).hexdigest() for name, data in self._fixed_content.items()}
         self.restore_fixed()
+
+    # -- snapshots (evaluation elsewhere: cudagym.ray_pool) ------------------------------------------
+
+    def freeze(self) -> WorkspaceSnapshot:
+        """A fixed copy of what an evaluation reads: the agent's files, the fixed files' original content and those
+        fixed files that changed on disk since (their content now, None where one is missing or not a file)."""
+        changed: dict[str, bytes | None] = {}
+        for name in self.tampered_fixed():
+            target = self.path / name
+            is_file = target.is_file() and not target.is_symlink()
+            changed[name] = target.read_bytes() if is_file else None
+        return WorkspaceSnapshot(
+            fixed=dict(self._fixed_content),
+            changed_fixed=changed,
+            files=self.snapshot(),
+            limits=self.limits,
+            path=str(self.path),
+        )
+
+    @classmethod
+    def thaw(cls, snapshot: WorkspaceSnapshot, *, root_dir: str | Path | None = None) -> Workspace:
+        """A new workspace directory holding what ``snapshot`` holds, changed fixed files included (so that the
+        evaluator finds them changed, as it would have in the original)."""
+        workspace = cls.__new__(cls)
+        workspace._create(dict(snapshot.fixed), root_dir, snapshot.limits)
+        for name, data in snapshot.files.items():
+            rel = workspace._relative(name)
+            problem = workspace.writable_error(rel)
+            if problem:
+                workspace.remove()
+                raise WorkspaceError(problem)
+            target = workspace.path / rel
+            target.parent.mkdir(exist_ok=True)
+            workspace._write_bytes(target, data)
+        for name, content in snapshot.changed_fixed.items():
+            if name not in workspace._fixed_content:
+                workspace.remove()
+                raise WorkspaceError(f"{name} is not a fixed file of the workspace")
+            target = workspace.path / name
+            target.chmod(0o644)
+            if content is None:
+                target.unlink()
+            else:
+                target.write_bytes(content)
+        return workspace
 
     # -- fixed files -------------------------------------------------------------------------------
 

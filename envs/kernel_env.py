@@ -86,6 +86,10 @@ class CudaKernelEnv(gym.Env[str, str]):
         evaluator_factory: builds the evaluator for a task (default: a LocalEvaluator).
         service_socket: evaluate through the evaluation service listening there (``cudagym serve``)
             instead of in this process; shorthand for ``evaluator_factory=ServiceEvaluatorFactory(path)``.
+        evaluator: where evaluations run: "local" (this process, the default), "service" (with ``service_socket``)
+            or "ray" (the evaluation pool on a Ray cluster, ``pip install 'cudagym[ray]'``; shorthand for
+            ``evaluator_factory=cudagym.ray_pool.RayEvaluatorFactory(ray_address, cache_dir=cache_dir)``).
+        ray_address: the Ray cluster of ``evaluator="ray"`` (None: the one this process joined, else a local one).
         workspace_limits: file size limits of the workspace.
         **task_options: passed to the task-set loader (``path=``, ``level=``, ``ids=``, ``names=``, ``ops=``,
             ``precision=``, ``sizes=``: see ``cudagym.tasks.load``); an unknown one raises TypeError naming the valid
@@ -109,6 +113,8 @@ class CudaKernelEnv(gym.Env[str, str]):
         cache_dir: str | None = None,
         evaluator_factory: EvaluatorFactory | None = None,
         service_socket: str | None = None,
+        evaluator: str | None = None,
+        ray_address: str | None = None,
         workspace_limits: WorkspaceLimits | None = None,
         **task_options: Any,
     ) -> None:
@@ -134,12 +140,7 @@ class CudaKernelEnv(gym.Env[str, str]):
         self._verdicts = VerdictStore(self._cache_root)  # the input verdicts, read at reset (``task_notes``)
         self.workspace_limits = workspace_limits
         self.shaper: Shaper = make_reward(reward, **(reward_options or {}))
-        if evaluator_factory is not None and service_socket is not None:
-            raise ValueError("give evaluator_factory or service_socket, not both")
-        if service_socket is not None:
-            from cudagym.service import ServiceEvaluatorFactory
-
-            evaluator_factory = ServiceEvaluatorFactory(str(service_socket))
+        evaluator_factory = self._factory_for(evaluator, evaluator_factory, service_socket, ray_address)
         self._evaluator_factory = evaluator_factory or self._local_evaluator
         # PrintableText: shared-memory vector envs read it live (the default async make_vec works)
         self.observation_space = PrintableText(max_obs_chars)
@@ -152,6 +153,35 @@ class CudaKernelEnv(gym.Env[str, str]):
         self._transcript: list[str] = []
         self._turn = 0
         self._done = False
+
+    def _factory_for(
+        self,
+        evaluator: str | None,
+        factory: EvaluatorFactory | None,
+        service_socket: str | None,
+        ray_address: str | None,
+    ) -> EvaluatorFactory | None:
+        """The evaluator factory that ``evaluator``, ``evaluator_factory``, ``service_socket`` and ``ray_address``
+        name together (None: a local evaluator); ValueError where they disagree."""
+        if evaluator not in (None, "local", "service", "ray"):
+            raise ValueError(f"evaluator must be 'local', 'service' or 'ray', got {evaluator!r}")
+        if factory is not None and (service_socket is not None or evaluator is not None):
+            raise ValueError("give evaluator_factory alone, without evaluator or service_socket")
+        if ray_address is not None and evaluator != "ray":
+            raise ValueError("ray_address goes with evaluator='ray'")
+        if evaluator == "service" and service_socket is None:
+            raise ValueError("evaluator='service' needs service_socket")
+        if service_socket is not None and evaluator not in (None, "service"):
+            raise ValueError(f"service_socket goes with evaluator='service', not {evaluator!r}")
+        if service_socket is not None:
+            from cudagym.service import ServiceEvaluatorFactory
+
+            return ServiceEvaluatorFactory(str(service_socket))
+        if evaluator == "ray":
+            from cudagym.ray_pool.client import RayEvaluatorFactory
+
+            return RayEvaluatorFactory(ray_address, cache_dir=self.cache_dir)
+        return factory
 
     def _local_evaluator(self, task: Task, backend: Backend, config: EvalConfig) -> Evaluator:
         return LocalEvaluator(task, backend, config, cache_dir=self.cache_dir)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -156,3 +157,22 @@ def test_a_dropped_env_without_close_removes_its_workspace(fast_config: EvalConf
     del env  # as when an exception skips close()
     gc.collect()
     assert not path.exists()
+
+
+def test_a_thawed_snapshot_holds_the_same_files_and_the_same_changes(tmp_path: Path) -> None:
+    from cudagym.workspace import Workspace as _Workspace
+
+    original = _Workspace("class Model: pass\n", "do it", root_dir=tmp_path)
+    original.write("kernels/a.cpp", "int a() { return 1; }\n")
+    model = original.path / "model.py"
+    model.chmod(0o644)
+    model.write_text("changed\n")
+    copy = _Workspace.thaw(original.freeze(), root_dir=tmp_path)
+    try:
+        assert copy.path != original.path and copy.snapshot() == original.snapshot()
+        assert copy.tampered_fixed() == original.tampered_fixed() == ["model.py"]
+        copy.restore_fixed()
+        assert (copy.path / "model.py").read_text() == "class Model: pass\n"
+    finally:
+        copy.remove()
+        original.remove()

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Builds a trimmed Ray wheel small enough to travel to the device machine (64 MiB in all for everything carried).
+#
+# Downloads ray's manylinux x86_64 wheel (cp311 by default, RAY_PY=3.12 for cp312) with pip, removes what actors on one node never load (the dashboard
+# and its web client, the autoscaler's cloud providers, the Ray Client server's generated protos for other languages,
+# the Java and C++ APIs, RLlib, Tune, Serve, Train, Data, Air, the tests and the type stubs), rewrites the RECORD and
+# repacks it. Core, the raylet and GCS binaries, the object store and the actor API stay.
+#
+#   benchmarks/trim_ray_wheel.sh [OUT_DIR]    (default: .device/wheels)
+#
+# Install it on the device with `pip install --no-deps OUT_DIR/ray-*.whl` (benchmarks/README.md).
+set -euo pipefail
+
+VERSION="${RAY_VERSION:-2.60.0}"
+PY="${RAY_PY:-3.11}"  # the Python the wheel is for (the device machine runs 3.12: RAY_PY=3.12)
+ABI="cp${PY/./}"
+OUT="${1:-.device/wheels}"
+PYTHON="${PYTHON:-python3}"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+
+mkdir -p "$OUT"
+"$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$PY" \
+    --platform manylinux2014_x86_64 --implementation cp --abi "$ABI" "ray==${VERSION}" -d "$WORK/dl"
+WHEEL="$(ls "$WORK"/dl/ray-*.whl)"
+echo "downloaded $(basename "$WHEEL"): $(du -h "$WHEEL" | cut -f1)"
+
+mkdir "$WORK/tree"
+# extracted with the files' modes (the raylet and GCS binaries must stay executable)
+"$PYTHON" - "$WHEEL" "$WORK/tree" <<'PY'
+import os, sys, zipfile
+
+with zipfile.ZipFile(sys.argv[1]) as zf:
+    for info in zf.infolist():
+        path = zf.extract(info, sys.argv[2])
+        mode = info.external_attr >> 16
+        if mode and not info.is_dir():
+            os.chmod(path, mode & 0o777)
+PY
+cd "$WORK/tree/ray"
+# the parts an actor on one node does not load
+rm -rf dashboard/client dashboard/modules dashboard/subprocesses \
+    autoscaler/aws autoscaler/gcp autoscaler/azure autoscaler/_private/aws autoscaler/_private/gcp \
+    autoscaler/_private/_azure autoscaler/_private/kuberay autoscaler/_private/vsphere autoscaler/v2/tests \
+    rllib tune serve train data air workflow jars cpp llm \
+    tests _private/runtime_env/agent/thirdparty_files 2>/dev/null || true
+find . -name '*.pyi' -delete
+find . -type d -name tests -prune -exec rm -rf {} +
+find . -type d -name __pycache__ -prune -exec rm -rf {} +
+cd "$WORK/tree"
+
+# rewrite the RECORD for the files that stay, then repack
+"$PYTHON" - "$WORK/tree" <<'PY'
+import base64, csv, hashlib, io, pathlib, sys
+
+root = pathlib.Path(sys.argv[1])
+record = next(root.glob("ray-*.dist-info/RECORD"))
+rows = []
+for path in sorted(p for p in root.rglob("*") if p.is_file()):
+    rel = path.relative_to(root).as_posix()
+    if path == record:
+        continue
+    data = path.read_bytes()
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    rows.append((rel, f"sha256={digest}", str(len(data))))
+rows.append((record.relative_to(root).as_posix(), "", ""))
+out = io.StringIO()
+csv.writer(out, lineterminator="\n").writerows(rows)
+record.write_text(out.getvalue())
+PY
+rm -f "$OUT/$(basename "$WHEEL")"
+"$PYTHON" - "$WORK/tree" "$OUT/$(basename "$WHEEL")" <<'PY'
+import pathlib, sys, zipfile
+
+root, target = pathlib.Path(sys.argv[1]), sys.argv[2]
+with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
+    for path in sorted(p for p in root.rglob("*") if p.is_file()):
+        zf.write(path, path.relative_to(root).as_posix())
+PY
+echo "trimmed: $OUT/$(basename "$WHEEL"): $(du -h "$OUT/$(basename "$WHEEL")" | cut -f1)"
