@@ -20,6 +20,7 @@ WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
 mkdir -p "$OUT"
+OUT="$(cd "$OUT" && pwd)"  # absolute: the trim works in a folder of its own
 "$PYTHON" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$PY" \
     --platform manylinux2014_x86_64 --implementation cp --abi "$ABI" "ray==${VERSION}" -d "$WORK/dl"
 WHEEL="$(ls "$WORK"/dl/ray-*.whl)"
@@ -38,8 +39,8 @@ with zipfile.ZipFile(sys.argv[1]) as zf:
             os.chmod(path, mode & 0o777)
 PY
 cd "$WORK/tree/ray"
-# the parts an actor on one node does not load
-rm -rf dashboard/client dashboard/modules dashboard/subprocesses \
+# the parts an actor on one node does not load (the dashboard agent, started with every node, needs dashboard/modules)
+rm -rf dashboard/client \
     autoscaler/aws autoscaler/gcp autoscaler/azure autoscaler/_private/aws autoscaler/_private/gcp \
     autoscaler/_private/_azure autoscaler/_private/kuberay autoscaler/_private/vsphere autoscaler/v2/tests \
     rllib tune serve train data air workflow jars cpp llm \
