@@ -63,7 +63,7 @@ class Policy:
 
 
 def resolve_device(device: str) -> torch.device:
-    """"auto" (cuda where available), "cpu", "cuda" or "cuda:N"."""
+    """The torch device of "auto" (cuda where available), "cpu", "cuda" or "cuda:N"."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(device)

@@ -190,7 +190,9 @@ def run_recipe(spec: RecipeSpec, policy: Policy | None = None) -> RecipeReport:
             elif stage is Stage.RFT:
                 result = rejection_finetune(policy, renderer, rft_data, spec.settings, out=out, log=log)
             elif stage is Stage.VALUE:
-                data = list(spec.value_data) or rft_data + [r.files["rollouts"] for r in results if "rollouts" in r.files]
+                data = list(spec.value_data) or rft_data + [
+                    r.files["rollouts"] for r in results if "rollouts" in r.files
+                ]
                 result = value_pretrain(policy, renderer, data, spec.settings, out=out, log=log)
             else:
                 result = rl_stage(

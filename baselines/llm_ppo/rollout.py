@@ -32,13 +32,23 @@ EnvFactory = Callable[[], gym.Env]
 
 
 def make_env_factory(
-    *, task_set: str = "builtin", backend: str = "auto", reward: str = "milestone", eval_config: Any = None, **kwargs: Any
+    *,
+    task_set: str = "builtin",
+    backend: str = "auto",
+    reward: str = "milestone",
+    eval_config: Any = None,
+    **kwargs: Any,
 ) -> EnvFactory:
     """A factory of ``ChatMessages(CudaKernel-v0)`` environments with these options (``kwargs`` go to the env)."""
 
     def make() -> gym.Env:
         env = gym.make(
-            "cudagym:CudaKernel-v0", task_set=task_set, backend=backend, reward=reward, eval_config=eval_config, **kwargs
+            "cudagym:CudaKernel-v0",
+            task_set=task_set,
+            backend=backend,
+            reward=reward,
+            eval_config=eval_config,
+            **kwargs,
         )
         return ChatMessages(env)
 

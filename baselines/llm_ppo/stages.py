@@ -94,7 +94,11 @@ def score(policy: Policy, trajectories: Sequence[TokenTrajectory], settings: PPO
 
 
 def ppo_update(
-    policy: Policy, batch: Batch, settings: PPOSettings, actor_opt: torch.optim.Optimizer, critic_opt: torch.optim.Optimizer
+    policy: Policy,
+    batch: Batch,
+    settings: PPOSettings,
+    actor_opt: torch.optim.Optimizer,
+    critic_opt: torch.optim.Optimizer,
 ) -> dict[str, float]:
     """``settings.epochs`` passes of minibatch PPO over ``batch``; the metrics are means over the minibatches."""
     totals = {"policy_loss": 0.0, "value_loss": 0.0, "kl": 0.0, "clip_fraction": 0.0}
@@ -125,7 +129,7 @@ def ppo_update(
             torch.nn.utils.clip_grad_norm_(policy.critic.parameters(), settings.max_grad_norm)
             critic_opt.step()
             for key, value in (("policy_loss", loss), ("value_loss", v_loss), ("kl", kl), ("clip_fraction", clipped)):
-                totals[key] += float(value)
+                totals[key] += value.item()
             count += 1
     return {key: value / max(count, 1) for key, value in totals.items()}
 
@@ -210,7 +214,7 @@ def rejection_finetune(
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.actor.parameters(), settings.max_grad_norm)
             optimiser.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
         metrics = {"step": float(epoch), "sft_loss": sum(losses) / len(losses)}
         log.record(Stage.RFT.value, metrics)
         history.append(metrics)
@@ -253,7 +257,7 @@ def value_pretrain(
             loss.backward()
             torch.nn.utils.clip_grad_norm_(policy.critic.parameters(), settings.max_grad_norm)
             optimiser.step()
-            losses.append(float(loss))
+            losses.append(loss.item())
         metrics = {"step": float(epoch), "value_loss": sum(losses) / len(losses)}
         log.record(Stage.VALUE.value, metrics)
         history.append(metrics)
