@@ -108,8 +108,9 @@ class RecipeReport:
 def scripted_rft_data(
     task_ids: Sequence[str], *, task_set: str, backend: str, eval_config: Any, out: Path
 ) -> tuple[Path, Any]:
-    """Plays the scripted agent on ``task_ids`` (no profile step) and exports its good episodes as RFT data
-    (``out/scripted_rft.jsonl``, Hugging Face form); returns the file and the export's counts."""
+    """Plays the scripted agent on ``task_ids`` (read, write, submit: the submit compiles, verifies and profiles) and
+    exports its good episodes as RFT data (``out/scripted_rft.jsonl``, Hugging Face form); returns the file and the
+    export's counts."""
     from cudagym.baselines.agents import make_agent
     from cudagym.baselines.rft import export_rft
     from cudagym.evaluation import evaluate
@@ -120,7 +121,7 @@ def scripted_rft_data(
     trajectories = out / "scripted_trajectories.jsonl"
     evaluate(
         tasks,
-        lambda: make_agent("scripted", profile=False),
+        lambda: make_agent("scripted", checks=False),
         backend=backend,
         out=out / "scripted_results.jsonl",
         trajectories=trajectories,

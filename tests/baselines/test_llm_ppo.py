@@ -63,13 +63,13 @@ def run(policy: Any, fast_config: EvalConfig, tmp_path_factory: pytest.TempPathF
     out = tmp_path_factory.mktemp("llm_ppo")
     initial_actor, initial_critic = _state(policy.actor), _state(policy.critic)
     settings = PPOSettings(
-        max_new_tokens=12, minibatch=2, sft_epochs=1, value_epochs=3, actor_lr=1e-3, critic_lr=1e-3, kl_coef=0.1
+        max_new_tokens=12, minibatch=2, sft_epochs=1, value_epochs=2, actor_lr=1e-3, critic_lr=1e-3, kl_coef=0.1
     )
     spec = RecipeSpec(
         out=out,
         task_ids=(RELU,),
         backend="cpu",
-        eval_config=fast_config,
+        eval_config=dataclasses.replace(fast_config, compile_baseline=False),  # a tier needs no torch.compile here
         envs=2,
         single_turn_steps=1,
         agentic_steps=1,
@@ -219,7 +219,7 @@ def test_value_pretraining_lowers_its_loss(run: Run) -> None:
     from cudagym.baselines.llm_ppo import Stage
 
     losses = [step["value_loss"] for step in run.report.result(Stage.VALUE).steps]
-    assert len(losses) == 3 and losses[-1] < losses[0]
+    assert len(losses) == 2 and losses[-1] < losses[0]
 
 
 def test_rollouts_mask_everything_but_the_policys_replies(run: Run) -> None:
@@ -243,7 +243,7 @@ def test_the_run_writes_its_artefacts(run: Run) -> None:
     for name in ("curve_csv", "curve_json", "curve_png", "summary", "tensorboard"):
         assert files[name].exists(), name
     rows = json.loads(files["curve_json"].read_text())
-    assert [r["stage"] for r in rows] == ["single-turn", "rft", "value", "value", "value", "agentic"]
+    assert [r["stage"] for r in rows] == ["single-turn", "rft", "value", "value", "agentic"]
     header = files["curve_csv"].read_text().splitlines()[0]
     assert header.startswith("stage,step,mean_reward")
     summary = json.loads(files["summary"].read_text())
