@@ -69,7 +69,7 @@ def resolve_device(device: str) -> torch.device:
     return torch.device(device)
 
 
-def _critic_like(actor: Any) -> Any:
+def critic_like(actor: Any) -> Any:
     """A token-classification critic of the actor's architecture, its trunk a copy of the actor's."""
     from transformers import AutoModelForTokenClassification
 
@@ -90,6 +90,7 @@ def load_policy(
     device: str = "auto",
     dtype: str = "float32",
     lora_rank: int | None = None,
+    tiny_size: tuple[int, int] = (64, 2),
 ) -> Policy:
     """The actor, critic and tokenizer of a run.
 
@@ -100,6 +101,7 @@ def load_policy(
         device: "auto", "cpu" or "cuda[:N]".
         dtype: "float32", "bfloat16" or "float16".
         lora_rank: train LoRA adapters of this rank on the actor (needs peft); None: all weights.
+        tiny_size: the tiny model's hidden size and layer count.
     """
     from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, AutoTokenizer
 
@@ -118,12 +120,12 @@ def load_policy(
         if not corpus:
             raise ValueError("the tiny model needs a corpus to train its tokenizer on")
         tokenizer = build_tiny_tokenizer(corpus)
-        actor = build_tiny_model(tokenizer).to(torch_dtype)
-        critic = _critic_like(actor)
+        actor = build_tiny_model(tokenizer, hidden_size=tiny_size[0], layers=tiny_size[1]).to(torch_dtype)
+        critic = critic_like(actor)
     else:
         tokenizer = AutoTokenizer.from_pretrained(model)
         actor = AutoModelForCausalLM.from_pretrained(model, dtype=torch_dtype)
-        critic = _critic_like(actor)
+        critic = critic_like(actor)
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token

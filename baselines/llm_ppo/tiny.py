@@ -31,13 +31,17 @@ TINY_MODEL = "tiny"
 
 
 def tiny_corpus(tasks: Iterable[Task], backend: str = "cpu") -> list[str]:
-    """Text to train the tiny tokenizer on: each task's instructions and source, the tool schemas and one example
-    call per tool name."""
+    """Text to train the tiny tokenizer on: each task's instructions, source and reference solution files for
+    ``backend`` (where it has them), the tool schemas and one example call per tool name."""
+    from cudagym.baselines.scripted import solution_files
+
     resolved = resolve_backend(backend)
     corpus = [json.dumps(tool_schemas("openai"))]
     for task in tasks:
         corpus.append(render_instructions(task, resolved, max_turns=200))
         corpus.append(task.source_for(resolved.name))
+        if resolved.name in task.solutions:
+            corpus.extend(solution_files(task, resolved.name).values())
     for name in ("write_file", "edit_file", "read_file", "list_files", "compile", "verify", "profile", "submit"):
         corpus.append(f'<tool_call>\n{{"name": "{name}", "arguments": {{"path": "model_new.py"}}}}\n</tool_call>')
     return corpus
