@@ -151,7 +151,7 @@ def run_recipe(spec: RecipeSpec, policy: Policy | None = None) -> RecipeReport:
     out.mkdir(parents=True, exist_ok=True)
     tasks = load_tasks(spec.task_set, **({"ids": list(spec.task_ids)} if spec.task_ids else {}))
     if policy is None:
-        corpus = tiny_corpus(tasks, "cpu") if spec.model == TINY_MODEL and spec.init is None else None
+        corpus = tiny_corpus(tasks, spec.backend) if spec.model == TINY_MODEL and spec.init is None else None
         policy = load_policy(
             spec.model, init=spec.init, corpus=corpus, device=spec.device, dtype=spec.dtype, lora_rank=spec.lora_rank
         )
