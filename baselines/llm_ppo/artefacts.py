@@ -34,9 +34,11 @@ class RunLog:
             logger.info("tensorboard is not installed: no TensorBoard logs")
 
     def record(self, stage: str, metrics: dict[str, float]) -> None:
-        """Adds a row (``metrics`` must hold ``step``) and sends its numbers to TensorBoard."""
+        """Adds a row (``metrics`` must hold ``step``), rewrites the CSV and JSON (a run cut short keeps its rows) and
+        sends its numbers to TensorBoard."""
         row = {"stage": stage, **metrics}
         self.rows.append(row)
+        self._write_tables()
         if self._writer is not None:
             index = len(self.rows)
             for key, value in metrics.items():
@@ -45,6 +47,16 @@ class RunLog:
 
     def write(self) -> dict[str, Path]:
         """Writes ``curve.csv``, ``curve.json`` and (with matplotlib) ``curve.png``; returns their paths."""
+        files = self._write_tables()
+        if self._writer is not None:
+            self._writer.flush()
+            files["tensorboard"] = self.out / "tensorboard"
+        png = self._plot()
+        if png is not None:
+            files["curve_png"] = png
+        return files
+
+    def _write_tables(self) -> dict[str, Path]:
         files = {"curve_csv": self.out / "curve.csv", "curve_json": self.out / "curve.json"}
         with files["curve_csv"].open("w", newline="") as f:
             writer = csv.DictWriter(f, fieldnames=CURVE_COLUMNS, extrasaction="ignore")
@@ -52,12 +64,6 @@ class RunLog:
             for row in self.rows:
                 writer.writerow({key: row.get(key, "") for key in CURVE_COLUMNS})
         files["curve_json"].write_text(json.dumps(self.rows, indent=1) + "\n")
-        if self._writer is not None:
-            self._writer.flush()
-            files["tensorboard"] = self.out / "tensorboard"
-        png = self._plot()
-        if png is not None:
-            files["curve_png"] = png
         return files
 
     def close(self) -> None:
