@@ -1,8 +1,11 @@
 """The staged LLM recipe (cudagym.baselines.llm_ppo) for N steps: mean reward per stage, and the policy before and
 after on the tasks it trained on and on held-out ones.
 
-    python benchmarks/llm_ppo_curve.py --backend cpu --device cpu --train-tasks 1 --held-out 1 \
-        --single-turn-steps 1 --agentic-steps 1 --envs 2 --max-turns 2 --max-new-tokens 16 --eval-episodes 2
+    python benchmarks/llm_ppo_curve.py --backend cpu --device cpu --hidden 64 --layers 2 --train-tasks 1 \
+        --held-out 1 --single-turn-steps 1 --agentic-steps 1 --envs 2 --max-turns 2 --max-new-tokens 16 \
+        --eval-episodes 1 --sft-epochs 1 --value-epochs 2 --fast-timing
+
+(the CPU form: mechanics only; docs/ppo.md has the H200 command)
 
 Tasks: the built-in tasks with a reference solution for the backend, in id order; the first ``--train-tasks`` are
 played by the RL stages and by the scripted agent (the RFT data), the next ``--held-out`` are only measured. The
