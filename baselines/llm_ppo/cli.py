@@ -27,6 +27,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     add("--value-data", action="append", type=Path, metavar="FILE", help="chat JSONL with recorded returns")
     add("--backend", default="auto", choices=("auto", "cpu", "cuda"))
     add("--reward", default="milestone", help="the environment's reward shaper (default milestone)")
+    add("--service-socket", help="evaluate through the evaluation service listening there (cudagym serve)")
     add("--out", type=Path, default=Path("llm_ppo_out"), help="output folder (default llm_ppo_out)")
     add("--envs", type=int, default=4, help="environments playing at once: episodes per PPO step (default 4)")
     add("--single-turn-steps", type=int, default=4)
@@ -88,6 +89,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         backend=args.backend,
         reward=args.reward,
         eval_config=eval_config,
+        env_options={"service_socket": args.service_socket} if args.service_socket else {},
         envs=args.envs,
         single_turn_steps=args.single_turn_steps,
         agentic_steps=args.agentic_steps,

@@ -15,7 +15,7 @@ import itertools
 import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +49,8 @@ class RecipeSpec:
         backend: "auto", "cpu" or "cuda".
         reward: the environment's reward shaper.
         eval_config: the environment's evaluation settings (None: defaults).
+        env_options: more keyword arguments of the environments (``service_socket=`` to evaluate through the
+            machine's evaluation service, ``max_obs_chars=``, ...).
         envs: environments playing at once (episodes per PPO step).
         single_turn_steps: PPO steps of stage 1.
         agentic_steps: PPO steps of stage 4.
@@ -72,6 +74,7 @@ class RecipeSpec:
     backend: str = "auto"
     reward: str = "milestone"
     eval_config: Any = None
+    env_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     envs: int = 2
     single_turn_steps: int = 2
     agentic_steps: int = 2
@@ -164,7 +167,11 @@ def run_recipe(spec: RecipeSpec, policy: Policy | None = None) -> RecipeReport:
     try:
         if Stage.SINGLE_TURN in stages or Stage.AGENTIC in stages:
             factory = make_env_factory(
-                task_set=spec.task_set, backend=spec.backend, reward=spec.reward, eval_config=spec.eval_config
+                task_set=spec.task_set,
+                backend=spec.backend,
+                reward=spec.reward,
+                eval_config=spec.eval_config,
+                **spec.env_options,
             )
             rl_envs = [factory() for _ in range(spec.envs)]
         rft_data = list(spec.rft_data)

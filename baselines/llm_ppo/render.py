@@ -98,20 +98,19 @@ class ChatRenderer:
         header."""
         return self.encode(self._after_base(messages, generation_prompt=True))
 
-    def assistant_ids(self, message: Mapping[str, Any]) -> tuple[list[int], list[int]]:
-        """A recorded assistant message as (its tokens up to and including eos, the template's text after eos up to
-        where the next message starts), e.g. for RFT data."""
+    def assistant_ids(self, message: Mapping[str, Any]) -> list[int]:
+        """A recorded assistant message's tokens as the policy would have written them: from after the assistant
+        header up to and including eos (e.g. for RFT data)."""
         text = self._after_base([message], generation_prompt=False)
-        # the new message's text starts after the base's trailing text: find its own header by the rendered form
-        header_end = self._text(list(_BASE), generation_prompt=True)
-        header_end = header_end[header_end.rfind(self.eos) + len(self.eos) :]
-        if not text.startswith(header_end):
+        prompt = self._text(list(_BASE), generation_prompt=True)
+        header = prompt[prompt.rfind(self.eos) + len(self.eos) :]  # what follows a turn's eos up to the new header
+        if not text.startswith(header):
             raise ValueError("the chat template's assistant header differs between a prompt and a rendered message")
-        body = text[len(header_end) :]
+        body = text[len(header) :]
         end = body.rfind(self.eos)
         if end < 0:
             raise ValueError("the chat template ends an assistant message without the eos token")
-        return self.encode(body[: end + len(self.eos)]), self.encode(header_end)
+        return self.encode(body[: end + len(self.eos)])
 
     def conversation(self, messages: Sequence[Mapping[str, Any]], reward: float, task_id: str = "") -> TokenTrajectory:
         """A recorded conversation (an RFT line's ``messages``) as a trajectory whose last assistant turn carries
@@ -130,7 +129,7 @@ class ChatRenderer:
             message = messages[index]
             if message["role"] != "assistant":
                 raise ValueError(f"message {index}: expected an assistant message, got {message['role']!r}")
-            body, _ = self.assistant_ids(message)
+            body = self.assistant_ids(message)
             ids += body
             mask += [1] * len(body)
             ends.append(len(ids) - 1)

@@ -139,6 +139,32 @@ def test_only_the_assistant_tokens_carry_loss(renderer: Any, policy: Any) -> Non
     assert torch.all(logprobs.grad[mask == 0] == 0) and torch.all(logprobs.grad[mask == 1] != 0)
 
 
+def test_a_rollout_trains_on_the_replies_and_not_on_the_answers(
+    renderer: Any, policy: Any, fast_config: EvalConfig
+) -> None:
+    from cudagym.baselines.llm_ppo import PPOSettings
+    from cudagym.baselines.llm_ppo.rollout import collect, make_env_factory
+
+    env = make_env_factory(backend="cpu", eval_config=fast_config)()
+    try:
+        (trajectory,) = collect(policy, renderer, [env], [RELU], PPOSettings(max_new_tokens=8), max_turns=2)
+    finally:
+        env.close()
+    tokenizer, ids, mask = policy.tokenizer, trajectory.input_ids, trajectory.action_mask
+    assert len(trajectory.turn_ends) == 2 and trajectory.turn_rewards == [0.0, 0.0]  # no submit: no reward
+    assert 2 <= sum(mask) <= 16 and all(mask[e] == 1 for e in trajectory.turn_ends)
+    first_reply = ids[mask.index(1) : trajectory.turn_ends[0] + 1]
+    assert all(mask[mask.index(1) : trajectory.turn_ends[0] + 1])  # a reply is one run of policy tokens
+    assert len(first_reply) <= 8
+    # the environment's answer to the first reply is in the sequence, as context only
+    answer = trajectory.messages[3]["content"]
+    assert trajectory.messages[3]["role"] in ("user", "tool") and len(answer) > 20
+    context = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if not m])
+    acted = tokenizer.decode([t for t, m in zip(ids, mask, strict=True) if m])
+    assert answer[:40] in context and answer[:40] not in acted
+    assert ids[: len(renderer.prompt_ids(trajectory.messages[:2]))] == renderer.prompt_ids(trajectory.messages[:2])
+
+
 def test_the_policy_loss_clips_asymmetrically() -> None:
     from cudagym.baselines.llm_ppo.losses import policy_loss
 
