@@ -54,9 +54,13 @@ class Policy:
         self.reference = reference
 
     def save(self, folder: str | Path) -> Path:
-        """Writes the actor (with the tokenizer) to ``folder/actor`` and the critic to ``folder/critic``."""
+        """Writes the actor (with the tokenizer) to ``folder/actor`` and the critic to ``folder/critic``; LoRA adapters
+        are merged into the saved actor, so that ``init=folder`` loads it as a plain model."""
         folder = Path(folder)
-        self.actor.save_pretrained(folder / "actor")
+        actor = self.actor
+        if hasattr(actor, "merge_and_unload"):  # a peft model
+            actor = copy.deepcopy(actor).merge_and_unload()
+        actor.save_pretrained(folder / "actor")
         self.tokenizer.save_pretrained(folder / "actor")
         self.critic.save_pretrained(folder / "critic")
         return folder
