@@ -119,10 +119,13 @@ def _run_ppo(args: argparse.Namespace) -> int:
 
 
 def add_baselines_commands(subparsers: Any) -> None:
-    """Adds ``baselines`` (with ``ppo``) to a parser's subparsers (``parser.add_subparsers()``)."""
+    """Adds ``baselines`` (with ``ppo`` and ``llm-ppo``) to a parser's subparsers (``parser.add_subparsers()``)."""
     group = subparsers.add_parser("baselines", help="train or run bundled baseline agents")
     sub = group.add_subparsers(dest="baseline", metavar="BASELINE", required=True)
     help_text = "train the reference PPO agent over kernel templates; compare untrained and trained"
     ppo = sub.add_parser("ppo", help=help_text, description=help_text)
     _configure(ppo)
     ppo.set_defaults(func=_run_ppo)
+    from cudagym.baselines.llm_ppo.cli import add_llm_ppo_command
+
+    add_llm_ppo_command(sub)
