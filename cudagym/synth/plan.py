@@ -78,7 +78,9 @@ def _role(name: str) -> str:
     return name
 
 
-def cost_ms(composition: Composition, sizes: Mapping[str, int], ops: Mapping[str, OpSpec], profile: DeviceProfile) -> float:
+def cost_ms(
+    composition: Composition, sizes: Mapping[str, int], ops: Mapping[str, OpSpec], profile: DeviceProfile
+) -> float:
     """The cost model's eager time of the chain at ``sizes``."""
     values = [shape_values(composition.inputs[0], sizes)]
     total = 0.0

@@ -198,7 +198,7 @@ def probe_function(fn: Callable[..., Any]) -> ProbeResult:
         variants = [kwargs for kwargs in variants if "dim" in kwargs]
     for arity in (1, 2):
         for kwargs in variants:
-            result = probe_call(lambda shape, kw=kwargs: (lambda *xs: fn(*xs, **kw)), arity)
+            result = probe_call(lambda shape, kw=kwargs: lambda *xs: fn(*xs, **kw), arity)
             if result.usable:
                 return dataclasses.replace(result, kwargs=dict(kwargs))
             first = first or result

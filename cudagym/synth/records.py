@@ -84,9 +84,7 @@ class Composition:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Composition:
-        steps = tuple(
-            Step(s["op"], s["operand"], dict(s["constructor"]), tuple(s["shape"])) for s in data["steps"]
-        )
+        steps = tuple(Step(s["op"], s["operand"], dict(s["constructor"]), tuple(s["shape"])) for s in data["steps"])
         return cls(tuple(tuple(shape) for shape in data["inputs"]), steps, dict(data["sizes"]))
 
 
