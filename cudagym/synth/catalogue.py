@@ -18,7 +18,7 @@ import inspect
 import json
 import logging
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -228,8 +228,9 @@ def _probe_one(attr: str, kind: str, value: Any) -> tuple[ProbeResult, dict[str,
     return probe_function(value), {}, signature
 
 
-def build_catalogue(include_transformers: bool = True) -> Catalogue:
-    """Introspects and probes the installed torch (and transformers, when installed and asked for)."""
+def build_catalogue(include_transformers: bool = True, only: Collection[str] | None = None) -> Catalogue:
+    """Introspects and probes the installed torch (and transformers, when installed and asked for); ``only``: probe
+    just the candidates of these qualified names (a small catalogue, for tests and experiments)."""
     tf_version = _transformers_version() if include_transformers else None
     sources = list(SOURCES)
     if tf_version is not None:
@@ -247,7 +248,7 @@ def build_catalogue(include_transformers: bool = True) -> Catalogue:
                 continue
             for attr, kind, value in candidates:
                 name = f"{module_name}.{attr}"
-                if name in hints.EXCLUDED_NAMES or name in ops:
+                if name in hints.EXCLUDED_NAMES or name in ops or (only is not None and name not in only):
                     continue
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")

@@ -83,7 +83,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def run_synth(args: argparse.Namespace) -> int:
     """Runs a synthesis; 0 when the count was reached, 1 when the candidates ran out first or the input was bad."""
-    from cudagym.synth.output import PARQUET, rows, write_parquet, write_report
+    from cudagym.synth.output import PARQUET, write_outputs
     from cudagym.synth.pipeline import Pipeline
 
     try:
@@ -103,9 +103,10 @@ def run_synth(args: argparse.Namespace) -> int:
     )
     if bar is not None:
         bar.close()
-    accepted = sorted(result.accepted, key=lambda o: o.index)[: config.count]
-    write_parquet(config.out / PARQUET, rows(accepted, pipeline.backend.device_name, result.catalogue.version))
-    counts = write_report(config.out, result.outcomes, accepted, f"cudagym synth: {config.out}")
-    print(f"{len(accepted)} task(s) accepted of {counts['candidates']} candidates: {config.out / PARQUET}")
+    counts = write_outputs(
+        config.out, result.outcomes, config.count, pipeline.backend.device_name, result.catalogue.version
+    )
+    kept = min(counts["accepted"], config.count)
+    print(f"{kept} task(s) accepted of {counts['candidates']} candidates: {config.out / PARQUET}")
     print("dropped: " + (", ".join(f"{k} {v}" for k, v in counts["dropped"].items()) or "none"))
     return 0 if result.complete else 1

@@ -21,6 +21,7 @@ from cudagym.build import default_cache_dir
 from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig
 from cudagym.gpu_lock import shared_slot, timing_slot
+from cudagym.harness.timing import TimingConfig
 from cudagym.reference_process import ReferenceProcess
 from cudagym.synth.records import DropReason, Verdict
 from cudagym.tasks.checks import TaskCheck, check_task
@@ -32,6 +33,11 @@ WINDOWS: dict[str, tuple[float, float]] = {"cuda": (1.0, 100.0), "cpu": (0.5, 50
 """The eager-time window per backend, in ms: CUDA Agent's 1-100 ms on a GPU; on cpu a scaled one, so that a CI run
 keeps its tasks small."""
 COMPILE_KEY = "synth-compile"
+SYNTH_EVAL_CONFIG = EvalConfig(
+    timing=TimingConfig(warmup=2, warmup_seconds=0.05, min_reps=5, max_reps=50, budget_seconds=0.2)
+)
+"""The evaluation settings the filters use by default: short timing (at most about 0.2 s per measurement), enough
+to place a task in a window a hundred times wide, and what keeps a thousand tasks within minutes on one GPU."""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,7 +55,7 @@ class FilterConfig:
     max_ms: float
     runs: int = 2
     check_compile: bool = True
-    eval: EvalConfig = dataclasses.field(default_factory=EvalConfig)
+    eval: EvalConfig = SYNTH_EVAL_CONFIG
 
     def __post_init__(self) -> None:
         if not 0 < self.min_ms < self.max_ms:

@@ -109,6 +109,14 @@ def write_report(out: Path, outcomes: Sequence[Outcome], accepted: Sequence[Outc
     return counts
 
 
+def write_outputs(out: Path, outcomes: Sequence[Outcome], count: int, device: str, version: str) -> dict[str, Any]:
+    """Writes the parquet of the first ``count`` accepted tasks (in index order) and the report; returns the
+    report's data."""
+    accepted = sorted((o for o in outcomes if o.accepted), key=lambda o: o.index)[:count]
+    write_parquet(out / PARQUET, rows(accepted, device, version))
+    return write_report(out, outcomes, accepted, f"cudagym synth: {out.name}")
+
+
 def _histograms(out: Path, accepted: Sequence[Outcome]) -> None:
     try:
         import matplotlib
