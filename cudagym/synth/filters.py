@@ -74,10 +74,10 @@ def verdict_of_check(check: TaskCheck, config: FilterConfig) -> Verdict:
     """The verdict the task checks give, before torch.compile."""
     if check.error:
         return Verdict(DropReason.DOES_NOT_EXECUTE, check.error)
+    if not check.finite:  # first: NaN differs from itself, so a NaN output also reads as nondeterministic
+        return Verdict(DropReason.NOT_FINITE, "NaN or Inf in the output", check.eager_ms)
     if not check.deterministic:
         return Verdict(DropReason.NONDETERMINISTIC, "two runs on the same input differ", check.eager_ms)
-    if not check.finite:
-        return Verdict(DropReason.NOT_FINITE, "NaN or Inf in the output", check.eager_ms)
     if check.degenerate:
         return Verdict(DropReason.DEGENERATE, check.verdict, check.eager_ms)
     if check.eager_ms is None:
