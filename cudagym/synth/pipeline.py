@@ -288,7 +288,8 @@ class Pipeline:
         for i in indices:
             made = composed[i]
             if isinstance(made, Verdict):
-                outcomes.append(Outcome(i, candidate_seed(self.config.seed, i), (), "rule", made))
+                origin = "llm" if self.llm is not None else "rule"
+                outcomes.append(Outcome(i, candidate_seed(self.config.seed, i), (), origin, made))
                 continue
             candidate, verdict = static[i]
             if i in futures:
