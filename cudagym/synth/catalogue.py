@@ -147,7 +147,7 @@ def _constructor_rules(cls: type) -> tuple[dict[str, Any], str] | str:
     for name, param in list(signature.parameters.items())[1:]:
         if param.kind in (param.VAR_POSITIONAL, param.VAR_KEYWORD):
             continue
-        if name in hints.PARAM_RULES and (param.default is param.empty or name in ("padding",)):
+        if name in hints.PARAM_RULES and param.default is param.empty:
             rules[name] = hints.PARAM_RULES[name]
         elif name in hints.NONE_DEFAULTS and param.default is None:
             rules[name] = hints.NONE_DEFAULTS[name]
