@@ -1,7 +1,7 @@
 """The synthesis pipeline: compose, decontaminate, execute, accept; resumable and deterministic for a seed.
 
 Candidates are numbered from 0; candidate ``i`` is drawn from its own seed (``candidate_seed(seed, i)``), so what is
-composed does not depend on how many workers run or where a run resumed. They go through the stages in batches:
+composed does not depend on how many workers run or where a run resumed. Each goes through the stages:
 
 1. **compose**: the rule-based composer (or the LLM composer) makes the candidate and renders it;
 2. **decontaminate**: it is compared with KernelBench and with the tasks kept so far (``decontaminate.py``);
@@ -10,12 +10,14 @@ composed does not depend on how many workers run or where a run resumed. They go
 4. **accept**: in index order, a survivor is compared once more with the tasks kept meanwhile, then kept.
 
 Every candidate ends as one line of ``journal.jsonl`` (its :class:`~cudagym.synth.records.Outcome`), written in index
-order when its batch ends, so a run cut short resumes after its last whole batch. The run's settings are kept in
-``settings.json`` and its catalogue in ``catalogue.json``; resuming with other settings is refused.
+order as soon as it and every earlier candidate are done, so a run cut short resumes after its last journaled one.
+The run's settings are kept in ``settings.json`` and its catalogue in ``catalogue.json``; resuming with other
+settings is refused.
 """
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import hashlib
 import json
@@ -23,7 +25,7 @@ import logging
 import random
 import threading
 from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +50,18 @@ COMPOSE_TRIES = 5
 """Draws of the composer per candidate before it is dropped as ``compose_failed``."""
 DEFAULT_CANDIDATES_PER_TASK = 20
 """The run stops after ``count`` times this many candidates, accepted or not (say why in the log)."""
+AHEAD_PER_WORKER = 3
+"""Candidates in flight per worker beyond the oldest open one."""
+
+
+@dataclasses.dataclass(frozen=True)
+class _Pending:
+    """A started candidate: its composition (None when composing failed), the verdict so far, its execution."""
+
+    index: int
+    candidate: Candidate | None
+    verdict: Verdict
+    future: Future[tuple[Candidate, Verdict]] | None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -241,7 +255,11 @@ class Pipeline:
     # -- the run -----------------------------------------------------------------------------------------------
 
     def run(self, progress: Callable[[Outcome], None] | None = None) -> RunResult:
-        """Runs until ``count`` tasks are accepted or the candidates run out; returns every outcome."""
+        """Runs until ``count`` tasks are accepted or the candidates run out; returns every outcome.
+
+        Up to ``AHEAD_PER_WORKER * workers`` candidates are composed and in execution ahead of the oldest one still
+        open; outcomes are finished and journaled strictly in index order (a slow compile holds back the journal, not
+        the workers)."""
         outcomes = self.journal()
         for outcome in outcomes:
             if outcome.accepted:
@@ -249,64 +267,68 @@ class Pipeline:
         accepted = sum(o.accepted for o in outcomes)
         index = outcomes[-1].index + 1 if outcomes else 0
         limit = self.config.max_candidates or self.config.count * DEFAULT_CANDIDATES_PER_TASK
-        batch = max(2, 2 * self.config.workers)
+        ahead = AHEAD_PER_WORKER * self.config.workers
         if outcomes:
             logger.info("resuming %s: %d candidates done, %d accepted", self.out, len(outcomes), accepted)
+        pending: collections.deque[_Pending] = collections.deque()
+        pool = ThreadPoolExecutor(self.config.workers, thread_name_prefix="synth")
         try:
-            with ThreadPoolExecutor(self.config.workers, thread_name_prefix="synth") as pool:
-                while accepted < self.config.count and index < limit:
-                    indices = range(index, min(index + batch, limit))
-                    done = self._batch(indices, pool)
-                    with (self.out / JOURNAL).open("a") as journal:
-                        for outcome in done:
-                            journal.write(json.dumps(outcome.to_dict()) + "\n")
-                            if progress is not None:
-                                progress(outcome)
-                    outcomes += done
-                    accepted += sum(o.accepted for o in done)
-                    index = indices[-1] + 1
+            with (self.out / JOURNAL).open("a") as journal:
+                while accepted < self.config.count:
+                    while len(pending) < ahead and index < limit:
+                        pending.append(self._start(index, pool))
+                        index += 1
+                    if not pending:
+                        break
+                    outcome = self._finish(pending.popleft())
+                    journal.write(json.dumps(outcome.to_dict()) + "\n")
+                    journal.flush()
+                    outcomes.append(outcome)
+                    accepted += outcome.accepted
+                    if progress is not None:
+                        progress(outcome)
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)
             for worker in self._workers:
                 worker.close()
         complete = accepted >= self.config.count
         if not complete:
             logger.warning(
-                "%s: %d of %d tasks accepted after %d candidates", self.out, accepted, self.config.count, index
+                "%s: %d of %d tasks accepted after %d candidates", self.out, accepted, self.config.count, len(outcomes)
             )
         return RunResult(tuple(outcomes), self.catalogue, complete)
 
-    def _batch(self, indices: range, pool: ThreadPoolExecutor) -> list[Outcome]:
-        composed = {i: self.compose(i) for i in indices}
-        static: dict[int, tuple[Candidate, Verdict]] = {}
-        for i, made in composed.items():
-            if isinstance(made, Candidate):
-                static[i] = (made, self.decontaminator.judge(self._print(made)))
-        futures = {
-            i: pool.submit(self.execute, candidate) for i, (candidate, verdict) in static.items() if verdict.passed
-        }
-        outcomes = []
-        for i in indices:
-            made = composed[i]
-            if isinstance(made, Verdict):
-                origin = "llm" if self.llm is not None else "rule"
-                outcomes.append(Outcome(i, candidate_seed(self.config.seed, i), (), origin, made))
-                continue
-            candidate, verdict = static[i]
-            if i in futures:
-                candidate, executed = futures[i].result()
-                verdict = dataclasses.replace(
-                    executed,
-                    nearest_kernelbench=verdict.nearest_kernelbench,
-                    kernelbench_similarity=verdict.kernelbench_similarity,
-                )
-                if verdict.passed:  # compared once more with the tasks this batch kept before it
-                    again = self.decontaminator.judge(self._print(candidate))
-                    if not again.passed:
-                        verdict = dataclasses.replace(verdict, reason=again.reason, detail=again.detail)
-                    else:
-                        self.decontaminator.keep(self._print(candidate))
-            outcomes.append(Outcome.of(candidate, verdict))
-        return outcomes
+    def _start(self, index: int, pool: ThreadPoolExecutor) -> _Pending:
+        """Composes candidate ``index``, judges it against KernelBench and the tasks kept so far, and submits the
+        survivor to the execution filters."""
+        made = self.compose(index)
+        if isinstance(made, Verdict):
+            return _Pending(index, None, made, None)
+        static = self.decontaminator.judge(self._print(made))
+        future = pool.submit(self.execute, made) if static.passed else None
+        return _Pending(index, made, static, future)
+
+    def _finish(self, item: _Pending) -> Outcome:
+        """The outcome of a started candidate, once its execution is done; a survivor is compared once more with the
+        tasks kept meanwhile, then kept."""
+        if item.candidate is None:
+            origin = "llm" if self.llm is not None else "rule"
+            return Outcome(item.index, candidate_seed(self.config.seed, item.index), (), origin, item.verdict)
+        candidate, verdict = item.candidate, item.verdict
+        if item.future is not None:
+            candidate, executed = item.future.result()
+            verdict = dataclasses.replace(
+                executed,
+                nearest_kernelbench=verdict.nearest_kernelbench,
+                kernelbench_similarity=verdict.kernelbench_similarity,
+            )
+            if verdict.passed:
+                again = self.decontaminator.judge(self._print(candidate))
+                if again.passed:
+                    self.decontaminator.keep(self._print(candidate))
+                else:
+                    verdict = dataclasses.replace(verdict, reason=again.reason, detail=again.detail)
+        return Outcome.of(candidate, verdict)
 
     @staticmethod
     def _print(candidate: Candidate) -> Fingerprint:
