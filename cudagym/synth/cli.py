@@ -83,13 +83,14 @@ def config_from_args(args: argparse.Namespace) -> Any:
 
 def run_synth(args: argparse.Namespace) -> int:
     """Runs a synthesis; 0 when the count was reached, 1 when the candidates ran out first or the input was bad."""
+    from cudagym.errors import BackendUnavailable
     from cudagym.synth.output import PARQUET, write_outputs
     from cudagym.synth.pipeline import Pipeline
 
     try:
         config = config_from_args(args)
         pipeline = Pipeline(config)
-    except (ValueError, FileNotFoundError, ImportError) as exc:
+    except (ValueError, FileNotFoundError, ImportError, BackendUnavailable) as exc:
         print(f"cudagym synth: {exc}", file=sys.stderr)
         return 1
     bar = None

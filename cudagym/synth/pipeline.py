@@ -161,6 +161,7 @@ class Pipeline:
 
     def __init__(self, config: SynthConfig, *, llm_client: Any = None, backend: Backend | None = None) -> None:
         self.config = config
+        self.backend = backend or resolve_backend(config.backend)  # first: a missing GPU is said before any work
         self.out = Path(config.out)
         self.out.mkdir(parents=True, exist_ok=True)
         self._check_settings()
@@ -169,7 +170,6 @@ class Pipeline:
         composable = self.catalogue.composable()
         self.composer = Composer(composable, config.ops_range)
         self.llm = LLMComposer(config.llm, composable, config.ops_range, llm_client) if config.llm else None
-        self.backend = backend or resolve_backend(config.backend)
         self.filters = config.filters or FilterConfig.for_backend(config.backend)
         self.profile = PROFILES[config.backend]
         self.target = target_ms(self.filters.min_ms, self.filters.max_ms)
