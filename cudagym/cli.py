@@ -5,6 +5,7 @@ tool calls (write, compile, verify, profile, submit) and prints the episode and 
 ``cudagym tasks list|show``: inspect task sets.
 ``cudagym serve``: the local evaluation service shared by the environments of one machine.
 ``cudagym prepare``: the precompiled header, the GPU library and the bytecode cache, built ahead of time.
+``cudagym synth``: make an Ops-6K-style task set, filtered by execution (``cudagym.synth``).
 ``cudagym serve-openenv``: the environment served over OpenEnv (``cudagym.integrations.openenv``).
 
 ``--log-level debug|info|warning|error`` (before or right after the command; default warning) sends the library's
@@ -130,6 +131,9 @@ def build_parser() -> argparse.ArgumentParser:
     from cudagym.prepare import add_prepare_command
 
     add_prepare_command(sub)
+    from cudagym.synth.cli import add_synth_command
+
+    add_synth_command(sub)
     from cudagym.integrations.openenv_cli import add_openenv_command
 
     add_openenv_command(sub)

@@ -6,12 +6,21 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import pytest
+from chat_stub import ChatStub
 
 from cudagym.evaluator import EvalConfig
 from cudagym.harness.timing import TimingConfig
+from cudagym.tasks.kernelbench import ENV_VAR as KERNELBENCH_ENV
+from cudagym.tasks.kernelbench import find_kernelbench_root
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+#: Read when this file is imported, before any test clears the variable.
+_KERNELBENCH_FROM_ENV = os.environ.get(KERNELBENCH_ENV)
 
 # One cache for the session (and for the subprocesses tests start): compiled objects, the precompiled
 # header and measured baselines are shared by every test instead of being rebuilt. A cache the run made is removed
@@ -75,3 +84,33 @@ def cache_dir() -> Path:
 def fast_config() -> EvalConfig:
     """Three checks and short timing: enough to exercise every path on a 2-core CI machine."""
     return EvalConfig(num_checks=3, timing=FAST_TIMING, verify_timeout=60, profile_timeout=120)
+
+
+@pytest.fixture(scope="session")
+def kernelbench_dir() -> Path:
+    """A KernelBench copy (read-only; never copied into the repo): ``$CUDAGYM_KERNELBENCH_DIR``, else
+    ``../shared/kernelbench`` next to the repository."""
+    candidates = [Path(_KERNELBENCH_FROM_ENV)] if _KERNELBENCH_FROM_ENV else []
+    candidates.append(REPO_ROOT.parent / "shared" / "kernelbench")
+    for candidate in candidates:
+        if candidate.is_dir() and find_kernelbench_root(candidate) is not None:
+            return candidate
+    pytest.skip(
+        f"no KernelBench copy: set ${KERNELBENCH_ENV} or provide {candidates[-1]} (a folder with level1/ and level2/)"
+    )
+
+
+@pytest.fixture
+def chat_stub() -> Iterator[type[ChatStub]]:
+    """``chat_stub(replies)`` starts a stub; every stub started through it is stopped after the test."""
+    started: list[ChatStub] = []
+
+    class Tracked(ChatStub):
+        def __init__(self, replies: Sequence[dict[str, Any] | int], **kwargs: Any) -> None:
+            super().__init__(replies, **kwargs)
+            started.append(self)
+            self.__enter__()
+
+    yield Tracked
+    for stub in started:
+        stub.stop()

@@ -4,7 +4,6 @@ from it, and a small Ops-6K sample in the dataset's schema (parquet, JSONL)."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -17,8 +16,6 @@ from cudagym.tasks.ops6k import ENV_VAR as OPS6K_ENV
 from cudagym.tasks.task import Task
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
-#: Read when this file is imported, before any test clears the variable.
-_KERNELBENCH_FROM_ENV = os.environ.get(KERNELBENCH_ENV)
 
 
 @pytest.fixture(autouse=True)
@@ -26,20 +23,6 @@ def _no_task_set_env(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every test starts without the data-location variables, so none depends on the caller's shell."""
     monkeypatch.delenv(KERNELBENCH_ENV, raising=False)
     monkeypatch.delenv(OPS6K_ENV, raising=False)
-
-
-@pytest.fixture(scope="session")
-def kernelbench_dir() -> Path:
-    """A KernelBench copy (read-only; never copied into the repo): ``$CUDAGYM_KERNELBENCH_DIR``, else
-    ``../shared/kernelbench`` next to the repository."""
-    candidates = [Path(_KERNELBENCH_FROM_ENV)] if _KERNELBENCH_FROM_ENV else []
-    candidates.append(REPO_ROOT.parent / "shared" / "kernelbench")
-    for candidate in candidates:
-        if candidate.is_dir() and find_kernelbench_root(candidate) is not None:
-            return candidate
-    pytest.skip(
-        f"no KernelBench copy: set ${KERNELBENCH_ENV} or provide {candidates[-1]} (a folder with level1/ and level2/)"
-    )
 
 
 @pytest.fixture(scope="session")

@@ -1,0 +1,158 @@
+"""The execution filters: each candidate runs in the trusted reference process, through the checks of
+``cudagym tasks check`` (``cudagym.tasks.checks``), then through torch.compile.
+
+A candidate is dropped, with its :class:`~cudagym.synth.records.DropReason`, when it does not execute on the backend,
+gives two different outputs for one input (nondeterministic), gives NaN or Inf, is degenerate on its own inputs
+(zeros, a constant or one of its inputs passes the correctness check, or its output ignores its inputs), has an eager
+time outside ``[min_ms, max_ms]`` on this device, or fails under torch.compile. The numbers that decide come from the
+reference process, which runs only the generated reference code (never an agent's).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import secrets
+from pathlib import Path
+
+from cudagym import bytecode
+from cudagym.backends import Backend, find_toolchain
+from cudagym.build import default_cache_dir
+from cudagym.eval_config import resolve_bytecode, resolve_timing
+from cudagym.evaluator import EvalConfig
+from cudagym.gpu_lock import shared_slot, timing_slot
+from cudagym.harness.timing import TimingConfig
+from cudagym.reference_process import ReferenceProcess
+from cudagym.synth.records import DropReason, Verdict
+from cudagym.tasks.checks import TaskCheck, check_task
+from cudagym.tasks.task import Task
+
+logger = logging.getLogger(__name__)
+
+WINDOWS: dict[str, tuple[float, float]] = {"cuda": (1.0, 100.0), "cpu": (0.5, 50.0)}
+"""The eager-time window per backend, in ms: CUDA Agent's 1-100 ms on a GPU; on cpu a scaled one, so that a CI run
+keeps its tasks small."""
+COMPILE_KEY = "synth-compile"
+SYNTH_EVAL_CONFIG = EvalConfig(
+    timing=TimingConfig(
+        warmup=2, warmup_seconds=0.05, warmup_max_seconds=0.2, min_reps=5, max_reps=50, budget_seconds=0.2
+    )
+)
+"""The evaluation settings the filters use by default: short timing (about 0.25-0.5 s per measurement), enough to
+place a task in a window a hundred times wide, and what keeps a thousand tasks within minutes on one GPU (timing
+holds the device alone: it is the part of a candidate that workers cannot overlap)."""
+
+
+@dataclasses.dataclass(frozen=True)
+class FilterConfig:
+    """How the execution filters judge.
+
+    Attributes:
+        min_ms, max_ms: the eager-time window (ms).
+        runs: input sets per distribution for the determinism and shortcut checks.
+        check_compile: run torch.compile on each candidate (and record its time).
+        eval: the evaluation settings the reference process runs with (timing, tolerances, timeouts).
+    """
+
+    min_ms: float
+    max_ms: float
+    runs: int = 2
+    check_compile: bool = True
+    eval: EvalConfig = SYNTH_EVAL_CONFIG
+
+    def __post_init__(self) -> None:
+        if not 0 < self.min_ms < self.max_ms:
+            raise ValueError(f"the eager-time window must satisfy 0 < min_ms < max_ms, got {self.min_ms}-{self.max_ms}")
+        if self.runs < 1:
+            raise ValueError(f"runs must be >= 1, got {self.runs}")
+
+    @classmethod
+    def for_backend(cls, backend: str, **options: object) -> FilterConfig:
+        """The default window of ``backend`` (:data:`WINDOWS`), with ``options`` overriding fields."""
+        low, high = WINDOWS[backend]
+        return cls(**{"min_ms": low, "max_ms": high, **options})  # type: ignore[arg-type]
+
+
+def verdict_of_check(check: TaskCheck, config: FilterConfig) -> Verdict:
+    """The verdict the task checks give, before torch.compile."""
+    if check.error:
+        return Verdict(DropReason.DOES_NOT_EXECUTE, check.error)
+    if not check.finite:  # first: NaN differs from itself, so a NaN output also reads as nondeterministic
+        return Verdict(DropReason.NOT_FINITE, "NaN or Inf in the output", check.eager_ms)
+    if not check.deterministic:
+        return Verdict(DropReason.NONDETERMINISTIC, "two runs on the same input differ", check.eager_ms)
+    if check.degenerate:
+        return Verdict(DropReason.DEGENERATE, check.verdict, check.eager_ms)
+    if check.eager_ms is None:
+        return Verdict(DropReason.DOES_NOT_EXECUTE, "no eager time measured")
+    if check.eager_ms < config.min_ms:
+        return Verdict(DropReason.TOO_FAST, f"eager {check.eager_ms:.3g} ms < {config.min_ms} ms", check.eager_ms)
+    if check.eager_ms > config.max_ms:
+        return Verdict(DropReason.TOO_SLOW, f"eager {check.eager_ms:.3g} ms > {config.max_ms} ms", check.eager_ms)
+    return Verdict(eager_ms=check.eager_ms)
+
+
+class ExecutionFilter:
+    """Judges candidates in one trusted reference process of its own (restarted when it dies).
+
+    Args:
+        backend: where the references run.
+        config: the filters' settings.
+        cache_dir: the cache the checks write their verdicts and eager times to (default: cudagym's).
+    """
+
+    def __init__(self, backend: Backend, config: FilterConfig, cache_dir: str | Path | None = None) -> None:
+        self.backend = backend
+        self.config = config
+        self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        self.timing = resolve_timing(config.eval.timing, backend, self.cache_dir, find_toolchain().nvcc)
+        self._reference: ReferenceProcess | None = None
+
+    def _process(self) -> ReferenceProcess:
+        if self._reference is None or not self._reference.alive:
+            if self._reference is not None:
+                self._reference.close()
+            env = bytecode.child_env(resolve_bytecode(self.config.eval, self.cache_dir))
+            self._reference = ReferenceProcess(
+                self.backend, self.config.eval, preload_compiler=self.config.check_compile, env=env
+            )
+        return self._reference
+
+    def judge(self, task: Task) -> Verdict:
+        """The task's verdict: the checks, the window, then torch.compile."""
+        reference = self._process()
+        with timing_slot(self.backend, self.cache_dir, label="synth check"):  # it times eager: one at a time per GPU
+            check = check_task(
+                task,
+                self.backend,
+                config=self.config.eval,
+                runs=self.config.runs,
+                cache_dir=self.cache_dir,
+                reference=reference,
+            )
+        verdict = verdict_of_check(check, self.config)
+        if not verdict.passed or not self.config.check_compile:
+            return verdict
+        return self._compile(verdict)
+
+    def _compile(self, verdict: Verdict) -> Verdict:
+        """Compiles the loaded reference with torch.compile (in the device's shared slot: code generation is CPU work
+        that other workers' checks may overlap) and times it alone (the baseline an agent is measured by)."""
+        reference = self._process()
+        try:
+            with shared_slot(self.backend, self.cache_dir, label="synth compile"):
+                reference.call("prepare", key=COMPILE_KEY, seed=secrets.randbits(62), kind="task")
+                reference.call("compile_reference", key=COMPILE_KEY)
+            with timing_slot(self.backend, self.cache_dir, label="synth compile timing"):
+                timing = dataclasses.asdict(self.timing)
+                timed = reference.call("baseline", key=COMPILE_KEY, mode="compile", timing=timing)
+            reference.call("drop", key=COMPILE_KEY)
+        except RuntimeError as exc:
+            detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
+            return dataclasses.replace(verdict, reason=DropReason.COMPILE_FAILS, detail=detail)
+        return dataclasses.replace(verdict, compile_ms=float(timed["median_ms"]))
+
+    def close(self) -> None:
+        if self._reference is not None:
+            self._reference.close()
+            self._reference = None

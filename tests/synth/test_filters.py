@@ -1,0 +1,105 @@
+"""The execution filters, each with a task it must drop and one it must keep, in the trusted reference process."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from cudagym.backends import resolve_backend
+from cudagym.synth.filters import ExecutionFilter, FilterConfig, verdict_of_check
+from cudagym.synth.pipeline import synth_task
+from cudagym.synth.records import Candidate, DropReason
+from cudagym.tasks.checks import TaskCheck
+
+TEMPLATE = """import torch
+import torch.nn as nn
+
+n = {n}
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+{body}
+
+
+def get_inputs():
+    return [torch.randn(n, n)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+KEEP = "        return torch.tanh(x @ x)"
+DROPS = {
+    DropReason.DOES_NOT_EXECUTE: "        return x @ torch.ones(3, 5)",
+    DropReason.NONDETERMINISTIC: "        return x + torch.rand_like(x)",
+    DropReason.NOT_FINITE: "        return torch.log(-x.abs() - 1)",
+    DropReason.DEGENERATE: "        return torch.tanh(x) * 0",
+}
+
+
+def _task(body: str, n: int = 96, index: int = 0):
+    code = TEMPLATE.format(n=n, body=body)
+    return synth_task(Candidate(index, 0, code, ("torch.tanh",), "torch#1", ((n, n),)))
+
+
+@pytest.fixture(scope="module")
+def judge(synth_filters: FilterConfig, cache_dir: Path) -> Iterator[ExecutionFilter]:
+    wide = dataclasses.replace(synth_filters, min_ms=1e-4, max_ms=1e4)  # the window is tested on its own below
+    found = ExecutionFilter(resolve_backend("cpu"), wide, cache_dir)
+    yield found
+    found.close()
+
+
+def test_a_sound_task_is_kept_with_its_eager_time(judge: ExecutionFilter) -> None:
+    verdict = judge.judge(_task(KEEP))
+    assert verdict.passed, verdict.detail
+    assert verdict.eager_ms is not None and verdict.eager_ms > 0
+
+
+@pytest.mark.parametrize("reason", list(DROPS), ids=[r.value for r in DROPS])
+def test_each_check_drops_its_task(judge: ExecutionFilter, reason: DropReason) -> None:
+    verdict = judge.judge(_task(DROPS[reason]))
+    assert verdict.reason is reason, verdict.detail
+
+
+def test_the_time_window(synth_filters: FilterConfig, cache_dir: Path) -> None:
+    ok = TaskCheck("t", deterministic=True, finite=True, eager_ms=5.0)
+    assert verdict_of_check(ok, synth_filters).passed
+    assert verdict_of_check(dataclasses.replace(ok, eager_ms=0.01), synth_filters).reason is DropReason.TOO_FAST
+    assert verdict_of_check(dataclasses.replace(ok, eager_ms=500.0), synth_filters).reason is DropReason.TOO_SLOW
+    measured = ExecutionFilter(resolve_backend("cpu"), synth_filters, cache_dir)
+    try:
+        verdict = measured.judge(_task("        return torch.tanh(x)", n=4))
+    finally:
+        measured.close()
+    assert verdict.reason is DropReason.TOO_FAST and verdict.eager_ms is not None and verdict.eager_ms < 0.5
+
+
+def test_torch_compile_filter(synth_filters: FilterConfig, cache_dir: Path) -> None:
+    config = dataclasses.replace(synth_filters, min_ms=1e-4, max_ms=1e4, check_compile=True)
+    compiling = ExecutionFilter(resolve_backend("cpu"), config, cache_dir)
+    # under torch.compile only, a call whose shapes do not fit: the tracer's fake tensors refuse it
+    refuses = (
+        "        if torch.compiler.is_compiling():\n"
+        "            return torch.ops.aten.native_layer_norm(x, [7], None, None, 1e-5)[0]\n" + KEEP
+    )
+    try:
+        kept = compiling.judge(_task(KEEP, n=32))
+        dropped = compiling.judge(_task(refuses, n=32))
+    finally:
+        compiling.close()
+    assert kept.passed and kept.compile_ms is not None and kept.compile_ms > 0, kept.detail
+    assert dropped.reason is DropReason.COMPILE_FAILS, dropped
+
+
+def test_bad_windows_are_refused() -> None:
+    with pytest.raises(ValueError, match="min_ms < max_ms"):
+        FilterConfig(min_ms=5, max_ms=1)
