@@ -94,9 +94,11 @@ def run_synth(args: argparse.Namespace) -> int:
         print(f"cudagym synth: {exc}", file=sys.stderr)
         return 1
     bar = None
-    if not args.no_progress:
+    try:
         from tqdm import tqdm
-
+    except ImportError:  # the progress bar is the synth extra's; the run goes on without it
+        tqdm = None
+    if not args.no_progress and tqdm is not None:
         done = sum(o.accepted for o in pipeline.journal())
         bar = tqdm(total=config.count, initial=min(done, config.count), desc="accepted", unit="task")
     result = pipeline.run(
