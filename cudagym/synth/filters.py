@@ -73,9 +73,14 @@ class FilterConfig:
         return cls(**{"min_ms": low, "max_ms": high, **options})  # type: ignore[arg-type]
 
 
+OUT_OF_MEMORY_MARKS = ("OutOfMemoryError", "out of memory")
+
+
 def verdict_of_check(check: TaskCheck, config: FilterConfig) -> Verdict:
     """The verdict the task checks give, before torch.compile."""
     if check.error:
+        if any(mark in check.error for mark in OUT_OF_MEMORY_MARKS):
+            return Verdict(DropReason.OUT_OF_MEMORY, check.error)
         return Verdict(DropReason.DOES_NOT_EXECUTE, check.error)
     if not check.finite:  # first: NaN differs from itself, so a NaN output also reads as nondeterministic
         return Verdict(DropReason.NOT_FINITE, "NaN or Inf in the output", check.eager_ms)
@@ -119,7 +124,24 @@ class ExecutionFilter:
         return self._reference
 
     def judge(self, task: Task) -> Verdict:
-        """The task's verdict: the checks, the window, then torch.compile."""
+        """The task's verdict: the checks, the window, then torch.compile.
+
+        Device memory is shared by every worker's reference process: one that ran out of it gives back what it holds
+        and checks the task once more before the task is dropped as ``out_of_memory``; each gives back its cached
+        memory after every task, so that one task's peak does not stay reserved while the others run."""
+        try:
+            verdict = self._check(task)
+            if verdict.reason is DropReason.OUT_OF_MEMORY:
+                logger.info("synth: %s ran out of device memory; checked again once", task.id)
+                self._release()
+                verdict = self._check(task)
+            if not verdict.passed or not self.config.check_compile:
+                return verdict
+            return self._compile(verdict)
+        finally:
+            self._release()
+
+    def _check(self, task: Task) -> Verdict:
         reference = self._process()
         with timing_slot(self.backend, self.cache_dir, label="synth check"):  # it times eager: one at a time per GPU
             check = check_task(
@@ -130,10 +152,16 @@ class ExecutionFilter:
                 cache_dir=self.cache_dir,
                 reference=reference,
             )
-        verdict = verdict_of_check(check, self.config)
-        if not verdict.passed or not self.config.check_compile:
-            return verdict
-        return self._compile(verdict)
+        return verdict_of_check(check, self.config)
+
+    def _release(self) -> None:
+        """Gives the device memory the reference process caches beyond ``KEEP_CACHED`` back (its ``drop``)."""
+        if self._reference is None or not self._reference.alive:
+            return
+        try:
+            self._reference.call("drop", key=COMPILE_KEY)
+        except RuntimeError as exc:
+            logger.warning("synth: the reference process could not give its memory back: %s", exc)
 
     def _compile(self, verdict: Verdict) -> Verdict:
         """Compiles the loaded reference with torch.compile (in the device's shared slot: code generation is CPU work

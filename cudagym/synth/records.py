@@ -32,6 +32,7 @@ class DropReason(enum.Enum):
     NEAR_DUPLICATE = "near_duplicate"
     KERNELBENCH_TWIN = "kernelbench_twin"
     DOES_NOT_EXECUTE = "does_not_execute"
+    OUT_OF_MEMORY = "out_of_memory"
     NONDETERMINISTIC = "nondeterministic"
     NOT_FINITE = "not_finite"
     DEGENERATE = "degenerate"

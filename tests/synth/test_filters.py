@@ -103,3 +103,27 @@ def test_torch_compile_filter(synth_filters: FilterConfig, cache_dir: Path) -> N
 def test_bad_windows_are_refused() -> None:
     with pytest.raises(ValueError, match="min_ms < max_ms"):
         FilterConfig(min_ms=5, max_ms=1)
+
+
+def test_a_task_that_ran_out_of_device_memory_is_checked_again_once(
+    judge: ExecutionFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import cudagym.synth.filters as filters
+
+    real = filters.check_task
+    calls: list[str] = []
+    error = "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+
+    def short_of_memory_once(task, *args, **kwargs) -> TaskCheck:
+        calls.append(task.id)
+        if len(calls) == 1:  # another worker's tensors held the device
+            return TaskCheck(task.id, error=error)
+        return real(task, *args, **kwargs)
+
+    monkeypatch.setattr(filters, "check_task", short_of_memory_once)
+    verdict = judge.judge(_task(KEEP, index=7))
+    assert verdict.passed and len(calls) == 2, verdict
+    # twice short of memory: dropped for that, not as a task that does not execute
+    monkeypatch.setattr(filters, "check_task", lambda task, *a, **k: TaskCheck(task.id, error=error))
+    verdict = judge.judge(_task(KEEP, index=8))
+    assert verdict.reason is DropReason.OUT_OF_MEMORY and "out of memory" in verdict.detail
