@@ -15,7 +15,8 @@ one thread takes without waiting for a core; the second is a floor that no split
 spread over more threads than P, or moved to threads while the one that answers sleeps, is charged as if P cores
 did it in perfect parallel. Work in a process that ends during the handshake is in no clock that can be read
 afterwards, so a handshake in which a process of the tree appeared or ended is charged its wall-clock interval
-instead (``Spent.tree_changed``).
+instead (``Spent.tree_changed``); a child that appeared and was waited for between two snapshots shows only in its
+parent's account of reaped children's run time (``/proc/<pid>/stat``'s cutime and cstime), which counts the same.
 
 Eager PyTorch in the trusted reference process is charged its calling thread's run time (``time.thread_time``), the
 same first term: the reference runs no agent code, so no floor is needed. Imports only the standard library and
@@ -45,6 +46,7 @@ class Snapshot:
     processes: dict[int, int]
     faults: int = 0  # page faults of the processes so far (minor and major): a diagnosis, not charged separately
     pids: frozenset[int] = frozenset()  # the processes of the tree
+    reaped: int = 0  # run time, in clock ticks, of the children the tree's processes have waited for so far
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,11 +82,13 @@ class TreeTimes:
         """The run times of every thread of ``pids`` and of each process, now (call while they are stopped)."""
         threads: dict[tuple[int, int], int] = {}
         processes: dict[int, int] = {}
-        faults = 0
+        faults = reaped = 0
         for pid in pids:
             stat = self._files.read(f"/proc/{pid}/stat").rsplit(b")", 1)[-1].split()
             if len(stat) > 10:
                 faults += int(stat[7]) + int(stat[9])  # minflt, majflt (fields 10 and 12)
+            if len(stat) > 14:
+                reaped += int(stat[13]) + int(stat[14])  # cutime, cstime (fields 16 and 17)
             try:
                 tids = [int(t) for t in os.listdir(f"/proc/{pid}/task")]
             except OSError:
@@ -96,7 +100,7 @@ class TreeTimes:
             total = self._process_ns(pid)
             if total is not None:
                 processes[pid] = total
-        return Snapshot(threads, processes, faults, frozenset(pids))
+        return Snapshot(threads, processes, faults, frozenset(pids), reaped)
 
     def _process_ns(self, pid: int) -> int | None:
         clock = self._clocks.get(pid)
@@ -122,4 +126,7 @@ def spent(before: Snapshot, after: Snapshot, threads: int) -> Spent:
     total = sum(ns - before.processes.get(pid, 0) for pid, ns in after.processes.items())
     faults = max(0, after.faults - before.faults)
     unread = any(pid not in snapshot.processes for snapshot in (before, after) for pid in snapshot.pids)
-    return Spent(max(0, busiest) / 1e3, max(0, total) / 1e3, threads, faults, before.pids != after.pids or unread)
+    # a child that was created, worked and was waited for between the snapshots is in neither tree: only its
+    # parent's account of reaped children shows it
+    changed = before.pids != after.pids or unread or after.reaped != before.reaped
+    return Spent(max(0, busiest) / 1e3, max(0, total) / 1e3, threads, faults, changed)

@@ -44,6 +44,30 @@ def test_what_ran_between_two_snapshots_charges_the_busiest_thread_or_all_over_p
     assert not cputime.spent(before, after, threads=2).tree_changed  # no tree recorded: the same empty one
     grown = dataclasses.replace(after, pids=frozenset({1, 2}))
     assert cputime.spent(dataclasses.replace(before, pids=frozenset({1})), grown, threads=2).tree_changed
+    # the same tree, but a child came, worked and was waited for in between: its run time is only in the reaped count
+    assert cputime.spent(before, dataclasses.replace(after, reaped=5), threads=2).tree_changed
+
+
+def test_a_snapshot_counts_the_run_time_of_children_waited_for() -> None:
+    code = (
+        "import os, time\n"
+        "t = time.process_time()\n"
+        "if os.fork() == 0:\n"
+        "    while time.process_time() - t < 0.1: pass\n"
+        "    os._exit(0)\n"
+        "os.wait()\n"
+        "print('done', flush=True)\n"
+        "time.sleep(30)\n"
+    )
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    times = TreeTimes()
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
+        assert times.snapshot([proc.pid]).reaped >= 5  # 100 ms of the child's run time, in ticks of 10 ms
+    finally:
+        proc.kill()
+        proc.wait()
+        times.close()
 
 
 def test_a_stopped_process_is_charged_what_its_threads_ran_not_the_wall_time() -> None:
