@@ -8,7 +8,10 @@ how far the trusted figure is from the event figure for a kernel of that length;
 per handshake the clock chose, the kernel's own device time as the candidate's profiler traced it (to tell
 the kernel's time from the handshake's), the spread of the trusted figure and the seconds a profile took.
 
-    python3 benchmarks/trusted_clock.py --sizes 22,24,25,26,28,29 --repeats 3
+    python3 benchmarks/trusted_clock.py --sizes 22,24,25,26,28,29 --repeats 3 --handshake-us 1,default
+
+``--handshake-us`` profiles each size with several ``TimingConfig.handshake_us`` values taking turns (``1``: one
+call per handshake; ``default``: as many calls as reach the backend's target).
 
 Needs a GPU (the cuda backend). Prints a Markdown table; ``--json`` writes the rows too.
 """
@@ -56,6 +59,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="22,24,25,26,27,28,29", help="log2 of the ReLU task's N, comma-separated")
     parser.add_argument("--repeats", type=int, default=3, help="profiles (and event timings) per size")
+    parser.add_argument(
+        "--handshake-us",
+        default="default",
+        help="comma-separated TimingConfig.handshake_us values profiled side by side ('default': the backend's; "
+        "1: one call per handshake)",
+    )
     parser.add_argument("--json", default="", help="also write the rows to this file")
     args = parser.parse_args()
 
@@ -68,63 +77,76 @@ def main() -> None:
     from cudagym.tasks import load
 
     relu = load("builtin").get(RELU)
+    variants = [None if v == "default" else float(v) for v in args.handshake_us.split(",")]
     rows = []
     for exponent in (int(e) for e in args.sizes.split(",")):
         n = 1 << exponent
         task = dataclasses.replace(relu, metadata=dataclasses.replace(relu.metadata, sizes={"cuda": {"N": n}}))
-        env = CudaKernelEnv([task], backend="cuda", eval_config=EvalConfig())
+        envs = []
+        for target in variants:
+            config = EvalConfig()
+            config = dataclasses.replace(config, timing=dataclasses.replace(config.timing, handshake_us=target))
+            envs.append(CudaKernelEnv([task], backend="cuda", eval_config=config))
+        found: list[dict[str, list]] = [
+            {"trusted": [], "spreads": [], "calls": [], "seconds": [], "traced": [], "clocks": []} for _ in variants
+        ]
         try:
-            env.reset(options={"task_id": RELU})
-            write_all(env, relu_solution("cuda"))
-            _, _, _, _, info = env.step(tool_call("compile"))
-            artifact = info["result"]["artifact"]
-            trusted, spreads, calls, seconds, traced, clocks = [], [], [], [], [], []
-            for _ in range(args.repeats):
-                start = time.monotonic()
-                obs, _, _, _, info = env.step(tool_call("profile"))
-                seconds.append(time.monotonic() - start)
-                result = info["result"]
-                if info["status"] != "ok":
-                    raise SystemExit(f"profile failed at N=2^{exponent}: {obs}\n{json.dumps(result.get('clock'))}")
-                trusted.append(result["candidate_ms"])
-                spreads.append(result["spread"])
-                calls.append(result["calls_per_handshake"])
-                traced.append(own_kernel_ms(result))
-                clocks.append(result.get("clock"))
-            timing = env.unwrapped.evaluator.timing
+            for env in envs:
+                env.reset(options={"task_id": RELU})
+                write_all(env, relu_solution("cuda"))
+                _, _, _, _, info = env.step(tool_call("compile"))
+                artifact = info["result"]["artifact"]
+            for _ in range(args.repeats):  # the variants take turns
+                for env, got in zip(envs, found, strict=True):
+                    start = time.monotonic()
+                    obs, _, _, _, info = env.step(tool_call("profile"))
+                    got["seconds"].append(time.monotonic() - start)
+                    result = info["result"]
+                    if info["status"] != "ok":
+                        raise SystemExit(f"profile failed at N=2^{exponent}: {obs}\n{json.dumps(result.get('clock'))}")
+                    got["trusted"].append(result["candidate_ms"])
+                    got["spreads"].append(result["spread"])
+                    got["calls"].append(result["calls_per_handshake"])
+                    got["traced"].append(own_kernel_ms(result))
+                    got["clocks"].append(result.get("clock"))
+            timing = envs[0].unwrapped.evaluator.timing
         finally:
-            env.close()
+            for env in envs:
+                env.close()
         spec = importlib.util.spec_from_file_location("cuda_extension", artifact)
         assert spec is not None and spec.loader is not None
         extension = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(extension)
         events = events_ms(extension, n, timing, args.repeats)
-        row = {
-            "n": n,
-            "mb_moved": 8 * n / 1e6,
-            "events_ms": statistics.median(events),
-            "trusted_ms": statistics.median(trusted),
-            "ratio": statistics.median(trusted) / statistics.median(events),
-            "trusted_runs_ms": trusted,
-            "events_runs_ms": events,
-            "traced_ms": statistics.median(traced),
-            "trusted_spread": statistics.median(spreads),
-            "calls_per_handshake": statistics.median(calls),
-            "profile_seconds": statistics.median(seconds),
-            "clock": clocks,  # per profile: the calibration, the timed handshakes' phases and per-call times
-        }
-        rows.append(row)
-        print(json.dumps({k: v for k, v in row.items() if k != "clock"}), flush=True)
+        for target, got in zip(variants, found, strict=True):
+            row = {
+                "n": n,
+                "handshake_us": target,
+                "mb_moved": 8 * n / 1e6,
+                "events_ms": statistics.median(events),
+                "trusted_ms": statistics.median(got["trusted"]),
+                "ratio": statistics.median(got["trusted"]) / statistics.median(events),
+                "trusted_runs_ms": got["trusted"],
+                "events_runs_ms": events,
+                "traced_ms": statistics.median(got["traced"]),
+                "trusted_spread": statistics.median(got["spreads"]),
+                "calls_per_handshake": statistics.median(got["calls"]),
+                "profile_seconds": statistics.median(got["seconds"]),
+                "clock": got["clocks"],  # per profile: the calibration, the timed handshakes' phases, per-call times
+            }
+            rows.append(row)
+            print(json.dumps({k: v for k, v in row.items() if k != "clock"}), flush=True)
     device = torch.cuda.get_device_name()
-    print(f"\nDevice: {device}; {args.repeats} profiles and event timings per size; medians.\n")
-    print("| N | MB moved | CUDA events (ms) | trusted clock (ms) | trusted / events | kernel, traced (ms) | "
-          "calls per handshake | trusted spread | profile (s) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|")
+    print(f"\nDevice: {device}; {args.repeats} profiles and event timings per size and variant; medians.\n")
+    print("| N | MB moved | handshake target (us) | CUDA events (ms) | trusted clock (ms) | trusted / events | "
+          "kernel, traced (ms) | calls per handshake | trusted spread | profile (s) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
+        target = "default" if r["handshake_us"] is None else f"{r['handshake_us']:g}"
         print(
-            f"| 2^{r['n'].bit_length() - 1} | {r['mb_moved']:.0f} | {r['events_ms']:.4f} | {r['trusted_ms']:.4f} | "
-            f"{r['ratio']:.3f} | {r['traced_ms']:.4f} | {r['calls_per_handshake']:g} | {r['trusted_spread']:.1%} | "
-            f"{r['profile_seconds']:.2f} |"
+            f"| 2^{r['n'].bit_length() - 1} | {r['mb_moved']:.0f} | {target} | {r['events_ms']:.4f} | "
+            f"{r['trusted_ms']:.4f} | {r['ratio']:.3f} | {r['traced_ms']:.4f} | {r['calls_per_handshake']:g} | "
+            f"{r['trusted_spread']:.1%} | {r['profile_seconds']:.2f} |"
         )
     if args.json:
         Path(args.json).write_text(json.dumps({"device": device, "rows": rows}, indent=1))

@@ -67,23 +67,26 @@ from handshake import (
 )
 from sampler import Sampler
 
-SET_BUDGET_BYTES = {True: 1 << 30, False: 1 << 27}  # cuda, cpu: memory the input sets beyond the first may take
+# memory the input sets beyond the first may take: cuda, a 64th of the device's memory up to 2 GiB (sixteen calls of a
+# few tens of microseconds each move that much); cpu, 128 MiB
+SET_BUDGET_CUDA_MAX = 1 << 31
+SET_BUDGET_CUDA_SHARE = 64
+SET_BUDGET_CPU = 1 << 27
 FLUSH_BYTES = 256 * 1024 * 1024
 # handshakes measured per number of calls, after the unmeasured ones (cuda, cpu); the same in every stage, so that
 # the number of the first handshake after the calibration says nothing about the stage
 CALIBRATION_HANDSHAKES = {True: 10, False: 6}
 CALIBRATION_WARMUP = {True: 2, False: 1}
 MAX_CALLS_CPU = 4  # on cpu the freeze makes a handshake cheap: a few calls amortise it
-# cuda: after the go the GPU is held for this long plus ``hold_us`` per call, so that the candidate's host path into
-# its calls is not timed, as the hold keeps eager's own path out of the baselines' event timing. The first call's path
-# is the long one (the candidate's wake-up, the last outputs released, every op of the forward recorded before its
-# first kernel is queued); later calls queue behind the GPU's work. A first hold of 200 us let single long calls start
-# late, charged for the idle GPU
+# cuda: after the go the GPU is held for this long plus ``hold_us``, so that the candidate's host path into its first
+# call is not timed, as the hold keeps eager's own path out of the baselines' event timing. The first call's path is
+# the long one (the candidate's wake-up, the last outputs released, every op of the forward recorded before its first
+# kernel is queued); later calls are queued while the GPU runs the earlier ones. A first hold of 200 us let single
+# long calls start late, charged for the idle GPU
 FIRST_CALL_HOLD_US = 400.0
-# cuda: the longest hold a handshake may have (which bounds its calls): the hold waits by the GPU's global timer, and
-# a GPU shares itself between processes in time slices, so a hold while the candidate's context has work queued is cut
-# short by a context switch once it is long enough (on the H200, holds of 600-800 us with two to four calls queued
-# behind them came back with context switches charged to the calls; 500 us with one call did not)
+# cuda: the longest hold: the hold waits by the GPU's global timer, and a GPU shares itself between processes in time
+# slices, so a hold while the candidate's context has work queued is cut short by a context switch once it is long
+# enough (on the H200, holds of 600-800 us came back with context switches charged to the calls; 500 us did not)
 MAX_HOLD_US = 500.0
 POISON = {"float32": 0x7FC00000, "float64": 0x7FF80000, "float16": 0x7E007E00, "bfloat16": 0x7FC07FC0}
 ALIVE_CHECK_S = 0.05
@@ -183,11 +186,8 @@ class Clock:
         tensors = [x for x in template if isinstance(x, torch.Tensor)]
         set_bytes = sum(x.nbytes for x in tensors) + sum(t.get("nbytes", 0) for t in self.templates)
         self.moved_bytes = set_bytes  # what every correct call reads and writes at least
-        self.max_calls = max(1, min(MAX_CALLS, 1 + SET_BUDGET_BYTES[self.cuda] // max(set_bytes, 1)))
-        if self.cuda:
-            room = (MAX_HOLD_US - FIRST_CALL_HOLD_US) // hold_us if hold_us > 0 else self.max_calls
-            self.max_calls = min(self.max_calls, max(1, int(room)))
-        else:
+        self.max_calls = max(1, min(MAX_CALLS, 1 + set_budget_bytes(device) // max(set_bytes, 1)))
+        if not self.cuda:
             self.max_calls = min(self.max_calls, MAX_CALLS_CPU)
         self.layout = [
             ("tensor", dtype_name(x.dtype), list(x.shape)) if isinstance(x, torch.Tensor) else ("value", x)
@@ -323,9 +323,11 @@ class Clock:
             return CandidateSilent(f"the candidate's process ended during handshake {number}")
         return CandidateSilent(self._hang_reason or f"the candidate did not answer handshake {number} in time")
 
-    def hold_length_us(self, calls: int) -> float:
-        """cuda: how long the GPU is held after the go of a handshake of ``calls`` calls (within ``MAX_HOLD_US``)."""
-        return FIRST_CALL_HOLD_US + self.hold_us * calls
+    def hold_length_us(self) -> float:
+        """cuda: how long the GPU is held after a handshake's go, whatever its calls (within ``MAX_HOLD_US``): the
+        hold covers the host path into the first call; the later calls are queued while the earlier ones run, so a
+        call whose host path is longer than its GPU work is charged the difference."""
+        return min(MAX_HOLD_US, FIRST_CALL_HOLD_US + self.hold_us)
 
     def _handshake_cuda(self, number: int, sets: list[int], deadline: float) -> Handshake:
         assert self.gpu is not None
@@ -338,7 +340,7 @@ class Clock:
         self.flush.fill_(0)
         events[2].record()
         gpu.flag(self.block.device_word(GO), number)
-        gpu.hold(self.hold_length_us(len(sets)))
+        gpu.hold(self.hold_length_us())
         events[3].record()
         description = self._await(DESCRIBED, number, deadline)
         outputs = self._map_outputs(description, len(sets))
@@ -737,6 +739,16 @@ class Clock:
         self.shared = self.staging = []
         self.freezer.close()
         self.block.close()
+
+
+def set_budget_bytes(device: str) -> int:
+    """The memory the input sets beyond the first may take on ``device`` (``SET_BUDGET_CUDA_MAX`` and friends)."""
+    if not device.startswith("cuda"):
+        return SET_BUDGET_CPU
+    import torch
+
+    total = torch.cuda.get_device_properties(torch.device(device)).total_memory
+    return min(SET_BUDGET_CUDA_MAX, total // SET_BUDGET_CUDA_SHARE)
 
 
 def _above_median(ordered: list[float]) -> float:

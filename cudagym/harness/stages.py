@@ -1,14 +1,14 @@
 """Verification and timing of a candidate through the trusted clock (``clock.py``), run in the reference process.
 
-Both are sequences of handshakes that look alike to the candidate. **Verification**: one call per handshake, each
-on a fresh input set from a secret seed, every output compared in full; optionally the first set once more, whose
-output must be bitwise the same. **Timing**: warm-up handshakes, then timed ones of ``calls`` calls each (more
-calls per handshake when a call is short, so the handshake's own cost, calibrated and taken off, weighs less), every
-call on a fresh input set. A random share of all calls (``CHECK_SHARE``, drawn after the call, so the candidate cannot
-know which) is compared in full like a verification check: skipping, caching or finishing late on any sizeable
-fraction of calls fails with near certainty, and one that affects too few calls to fail cannot move the median
-either. Between handshakes eager PyTorch is timed a few times on fresh inputs, the same trusted way as the cached
-baseline (``timing.py``), so the evaluator can tell a stale baseline from a busy machine.
+Both are sequences of handshakes that look alike to the candidate. **Verification**: one call per handshake, each on a
+fresh input set from a secret seed, every output compared in full; optionally the first set once more, whose output must
+be bitwise the same. **Timing**: warm-up handshakes, then timed ones of ``calls`` calls each (more calls per handshake
+when a call is short, so the handshake's own cost, calibrated and taken off, and its noise weigh less:
+``Timing._calls_per_handshake``), every call on a fresh input set. A random share of all calls (``CHECK_SHARE``, drawn
+after the call, so the candidate cannot know which) is compared in full like a verification check: skipping, caching or
+finishing late on any sizeable fraction of calls fails with near certainty, and one that affects too few calls to fail
+cannot move the median either. Between handshakes eager PyTorch is timed a few times on fresh inputs, the same trusted
+way as the cached baseline (``timing.py``), so the evaluator can tell a stale baseline from a busy machine.
 """
 
 from __future__ import annotations
@@ -27,9 +27,16 @@ from timing import TimingConfig, summarize, time_callable, warm_up
 
 CHECK_SHARE = 0.25  # of all calls, compared in full
 MIN_CHECKED = 3  # compared calls per timing at least
-# calls per handshake: enough for the work of a handshake to reach this (cuda, cpu), so that the handshake's own cost,
-# calibrated and taken off, weighs little against the work
-TARGET_HANDSHAKE_US = {True: 500.0, False: 5000.0}
+# calls per handshake: enough for the work of a handshake to reach this (cuda, cpu) unless ``TimingConfig.handshake_us``
+# says otherwise, so that the handshake's own cost, calibrated and taken off, and its noise weigh little per call (on
+# cuda a handshake's round trip of two context switches is ~0.3 ms with noise of tens of microseconds)
+TARGET_HANDSHAKE_US = {True: 2000.0, False: 5000.0}
+# cuda: a call shorter than this gets one call per handshake whatever the target. The hold keeps only the first call's
+# host path out of the interval; a later call is queued while the earlier ones run, and where its host path (the
+# forward's Python, the description of its outputs, now and then the operator recording) outlasts the device work
+# queued before it, the GPU waits and the wait is charged. On the H200 that made 38 us calls read 0.96-1.66x their event
+# time at sixteen calls per handshake, from run to run, while 73 us calls read within 4% at eight
+SEVERAL_CALLS_MIN_US = {True: 60.0, False: 0.0}
 EAGER_EVERY = 8  # timed handshakes between two eager re-validations
 EAGER_SAMPLES = 5  # eager re-validations at least
 
@@ -176,9 +183,7 @@ class Timing:
 
         try:
             warm_up(warm, config, until_settled=self.clock.cuda)
-            per_call_us = max(statistics.median(times[-5:]) * 1e3, 1e-3)
-            wanted = math.ceil(TARGET_HANDSHAKE_US[self.clock.cuda] / per_call_us)
-            calls = max(c for c in self.clock.call_counts() if c <= max(1, wanted) or c == 1)
+            calls = self._calls_per_handshake(statistics.median(times[-5:]))
             timed: list[float] = []
             start = time.perf_counter()
             while len(timed) < config.max_reps:
@@ -199,6 +204,19 @@ class Timing:
         except _Stop:
             return self._reply(None, 0)
         return self._reply(timed, calls)
+
+    def _calls_per_handshake(self, one_call_ms: float) -> int:
+        """The calls a timed handshake holds: as many as reach the handshake target (``TimingConfig.handshake_us``)
+        at ``one_call_ms`` per call, a power of two the clock calibrated; one on cuda for calls shorter than
+        ``SEVERAL_CALLS_MIN_US``, whose host paths could outlast their device work (docs/benchmarks.md, the trusted
+        clock)."""
+        if one_call_ms * 1e3 < SEVERAL_CALLS_MIN_US[self.clock.cuda]:
+            return 1
+        target = self.config.handshake_us
+        if target is None:
+            target = TARGET_HANDSHAKE_US[self.clock.cuda]
+        wanted = math.ceil(target / max(one_call_ms * 1e3, 1e-3))
+        return max(c for c in self.clock.call_counts() if c <= max(1, wanted))
 
     def _reply(self, timed: list[float] | None, calls: int) -> dict[str, Any]:
         stats = summarize(timed, self._method(calls)) if timed else None

@@ -49,6 +49,11 @@ class TimingConfig:
     # library: the start event is recorded on an idle GPU
     hold_us: float = 100.0
     gpu_library: str = ""
+    # trusted clock: the candidate's work one handshake aims to hold (microseconds; None: the backend's default, 2 ms
+    # on cuda, 5 ms on cpu). A handshake holds as many calls as reach it (a power of two, up to the input sets the
+    # clock can keep), so that the handshake's own calibrated cost and its noise weigh little per call; a value below
+    # one call's time gives one call per handshake
+    handshake_us: float | None = None
 
 
 @dataclasses.dataclass(frozen=True)
