@@ -310,13 +310,13 @@ class Link:
         while (number := self.await_go(state)) is not None:
             held.clear()  # the clock has read the last handshake's outputs: they may go
             calls = max(1, min(int(self.words[CALLS]), MAX_CALLS))
-            described = []
             try:
-                for k in range(calls):
-                    values = self.sets[int(self.words[SETS + k]) % len(self.sets)]
-                    out = run_call(values, k)
-                    held.append(out)
-                    described.append(describe(out, values, self.locate))
+                # every call first, then the descriptions: on cuda a call's kernels are queued right behind the
+                # previous call's, so the description's host work does not leave the GPU waiting between calls
+                inputs = [self.sets[int(self.words[SETS + k]) % len(self.sets)] for k in range(calls)]
+                for k, values in enumerate(inputs):
+                    held.append(run_call(values, k))
+                described = [describe(out, values, self.locate) for out, values in zip(held, inputs, strict=True)]
                 self.finish(number, {"n": number, "calls": described, **report()})
                 if self.cuda:
                     # nothing else to do until the next go: waiting here is free, and a fault of this handshake's
