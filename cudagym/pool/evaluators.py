@@ -9,7 +9,7 @@ processes. :meth:`EvaluatorSet.lease` answers a job with:
 * a new one, when its key has fewer than ``max_per_task`` (a second one only while jobs of the key wait: the job asking
   is one) and the set fewer than ``max_evaluators``; at the bound, the least recently used idle evaluator of another
   key is closed to make room; else
-* nothing: the job waits in the queue.
+* nothing: the job waits in the queue (also while its key's first evaluator is being built ahead).
 
 Evaluators idle for ``idle_seconds`` are closed, and so are the least recently used idle ones while the set's
 processes hold more than ``memory_bytes`` (proportional set size, so pages shared by forked candidates count once).
@@ -94,6 +94,7 @@ class Lease:
 
     key: TaskKey
     evaluator: Evaluator | None = None
+    preparing: bool = False  # lent to the pool's ``prepare``: it is being built, jobs of its key wait for it
     slot: int = dataclasses.field(default_factory=lambda: next(_SLOT_IDS))
     last_used: float = dataclasses.field(default_factory=time.monotonic)
     jobs: int = 0
@@ -136,8 +137,10 @@ class EvaluatorSet:
             if lease.key == key:
                 del self._idle[slot]
                 return self._lend(lease), []
-        if self.count(key) >= self.limits.max_per_task:
-            return None, []
+        if self.count(key) >= self.limits.max_per_task or any(
+            lease.preparing and lease.key == key for lease in self._leased.values()
+        ):
+            return None, []  # the job waits (for an evaluator of its key being built: it is one job away)
         closed: list[Evaluator] = []
         if len(self) >= self.limits.max_evaluators:
             if not self._idle:

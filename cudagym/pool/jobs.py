@@ -22,6 +22,7 @@ from cudagym import results
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator
 from cudagym.results import CompileResult, ProfileResult, Stage, StageResult, Status, SubmitResult, VerifyResult
+from cudagym.service import decode, encode
 from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace
@@ -91,11 +92,19 @@ TaskKey = tuple[str, str, str, str]
 
 def task_key(task: Task, backend: str, config: EvalConfig) -> TaskKey:
     """Jobs of one key may share an evaluator: the same backend, task (id, reference source for the backend and
-    metadata) and evaluation settings. Content, not only the id: two task sets may reuse an id for different code."""
+    metadata) and evaluation settings. Content, not only the id: two task sets may reuse an id for different code.
+    The metadata and settings are compared in their wire form read back (:func:`canonical`), so a session whose
+    settings came over the service's socket (``60`` read back as ``60.0``) shares with one in this process."""
+    settings = canonical(config)
     content = hashlib.sha256()
-    for part in (task.source_for(backend), repr(task.metadata), repr(config)):
+    for part in (task.source_for(backend), canonical(task.metadata), settings):
         content.update(part.encode("utf-8", "surrogatepass") + b"\0")
-    return backend, task.id, content.hexdigest()[:20], hashlib.sha256(repr(config).encode()).hexdigest()[:12]
+    return backend, task.id, content.hexdigest()[:20], hashlib.sha256(settings.encode()).hexdigest()[:12]
+
+
+def canonical(value: object) -> str:
+    """The repr of a dataclass after a trip through the service's wire format (``encode`` then ``decode``)."""
+    return repr(decode(type(value), encode(value)))
 
 
 @dataclasses.dataclass(eq=False)

@@ -150,7 +150,8 @@ class EvaluationPool:
             if self._closed or self.evaluators.count(key) or len(self.evaluators) >= self.limits.max_evaluators:
                 return
             lease, _ = self.evaluators.lease(key)
-        assert lease is not None  # the set had room for a first evaluator of the key
+            assert lease is not None  # the set had room for a first evaluator of the key
+            lease.preparing = True
         self._threads.submit(self._prepare, lease, task, config)
 
     def stats(self) -> PoolStats:
@@ -286,6 +287,7 @@ class EvaluationPool:
             logger.exception("starting an evaluator for %s ahead failed (its first job starts one)", task.id)
             healthy = False
         with self._cond:
+            lease.preparing = False
             closing = self.evaluators.release(lease, healthy=healthy)
             self._cond.notify_all()
         _close_all(closing)

@@ -30,6 +30,8 @@ class PoolServer(EvaluationServer):
     Args:
         socket_path, backend, cache_dir: as for ``EvaluationServer``.
         limits: the pool's bounds (default ``PoolLimits()``: sized to the machine).
+        pool: a pool to serve instead of one of its own (its backend must be ``backend``); the server does not close
+            it.
     """
 
     def __init__(
@@ -39,9 +41,13 @@ class PoolServer(EvaluationServer):
         *,
         cache_dir: str | Path | None = None,
         limits: PoolLimits | None = None,
+        pool: EvaluationPool | None = None,
     ) -> None:
         super().__init__(socket_path, backend, cache_dir=cache_dir)
-        self.pool = EvaluationPool(backend, cache_dir=self.cache_dir, limits=limits)
+        if pool is not None and pool.backend.name != backend.name:
+            raise ValueError(f"the pool runs the {pool.backend.name} backend, the server {backend.name}")
+        self._owns_pool = pool is None
+        self.pool = pool or EvaluationPool(backend, cache_dir=self.cache_dir, limits=limits)
         self._session_ids = itertools.count(1)
 
     def make_evaluator(self, task: Task, config: EvalConfig) -> Evaluator:
@@ -52,7 +58,8 @@ class PoolServer(EvaluationServer):
 
     def shutdown(self) -> None:
         super().shutdown()
-        self.pool.close()
+        if self._owns_pool:
+            self.pool.close()
 
 
 def limits_from(args: argparse.Namespace) -> PoolLimits:
