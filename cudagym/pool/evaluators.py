@@ -12,7 +12,8 @@ processes. :meth:`EvaluatorSet.lease` answers a job with:
 * nothing: the job waits in the queue (also while its key's first evaluator is being built ahead).
 
 Evaluators idle for ``idle_seconds`` are closed, and so are the least recently used idle ones while the set's
-processes hold more than ``memory_bytes`` (proportional set size, so pages shared by forked candidates count once).
+processes hold more than ``memory_bytes`` (proportional set size, so pages shared by forked candidates count once;
+measured by :func:`weigh` outside the pool's lock, acted on by :meth:`EvaluatorSet.shed` under it).
 An evaluator whose job raised, ran past its deadline or came back with a harness error is retired (closed, never
 lent again); the next job of its key gets a new one.
 
@@ -122,7 +123,7 @@ class EvaluatorSet:
         self._idle: collections.OrderedDict[int, Lease] = collections.OrderedDict()  # least recently used first
         self._leased: dict[int, Lease] = {}
         self.created = self.evicted = self.retired = 0
-        self.resident_bytes = 0  # at the last ``over_memory``
+        self.resident_bytes = 0  # what the evaluators held when last weighed (before ``shed`` closed any)
 
     def __len__(self) -> int:
         return len(self._idle) + len(self._leased)
@@ -178,24 +179,30 @@ class EvaluatorSet:
         return [lease.evaluator] if lease.evaluator is not None else []
 
     def expire(self, now: float | None = None) -> list[Evaluator]:
-        """The idle evaluators unused for ``idle_seconds``, and the least recently used idle ones while the set holds
-        more than ``memory_bytes``; removed from the set for the caller to close."""
+        """The idle evaluators unused for ``idle_seconds``, removed from the set for the caller to close."""
         now = time.monotonic() if now is None else now
-        closed = [
-            self._idle.pop(slot).evaluator
-            for slot, lease in list(self._idle.items())
-            if now - lease.last_used > self.limits.idle_seconds
-        ]
-        while self._idle and self.over_memory():
-            closed.append(self._idle.popitem(last=False)[1].evaluator)
+        stale = [slot for slot, lease in self._idle.items() if now - lease.last_used > self.limits.idle_seconds]
+        closed = [self._idle.pop(slot).evaluator for slot in stale]
         self.evicted += len(closed)
         return [e for e in closed if e is not None]
 
-    def over_memory(self) -> bool:
-        """Whether the evaluators' processes hold more than ``memory_bytes`` (measured now)."""
-        pids = [pid for lease in (*self._idle.values(), *self._leased.values()) for pid in _pids(lease.evaluator)]
-        self.resident_bytes = sum(map(proportional_bytes, pids))
-        return self.resident_bytes > self.limits.memory_bytes
+    def members(self) -> list[tuple[int, Evaluator]]:
+        """(slot, evaluator) of every built evaluator, idle or leased: what :func:`weigh` measures."""
+        every = (*self._idle.values(), *self._leased.values())
+        return [(lease.slot, lease.evaluator) for lease in every if lease.evaluator is not None]
+
+    def shed(self, weights: dict[int, int]) -> list[Evaluator]:
+        """Given each slot's bytes (:func:`weigh`, measured outside the caller's lock), the least recently used idle
+        evaluators while all of them hold more than ``memory_bytes``; removed from the set for the caller to close."""
+        self.resident_bytes = held = sum(weights.values())
+        closed: list[Evaluator] = []
+        while self._idle and held > self.limits.memory_bytes:
+            slot, lease = self._idle.popitem(last=False)
+            held -= weights.get(slot, 0)
+            self.evicted += 1
+            closed += [lease.evaluator] if lease.evaluator is not None else []
+            logger.info("closing the idle evaluator of %s: the pool's evaluators hold too much memory", lease.key[1])
+        return closed
 
     def drain(self) -> list[Evaluator]:
         """Every evaluator, idle or leased, removed for the caller to close (the pool is shutting down)."""
@@ -211,7 +218,13 @@ class EvaluatorSet:
         )
 
 
-def _pids(evaluator: Evaluator | None) -> list[int]:
+def weigh(members: list[tuple[int, Evaluator]]) -> dict[int, int]:
+    """Each slot's evaluator's processes' bytes (:func:`proportional_bytes`): an evaluator that says which processes
+    it keeps (``process_ids()``, as ``LocalEvaluator`` does) is weighed by them, another one is weightless."""
+    return {slot: sum(map(proportional_bytes, _pids(evaluator))) for slot, evaluator in members}
+
+
+def _pids(evaluator: Evaluator) -> list[int]:
     ids = getattr(evaluator, "process_ids", None)
     try:
         return list(ids()) if callable(ids) else []

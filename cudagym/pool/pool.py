@@ -43,7 +43,7 @@ from cudagym.build import default_cache_dir
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator, LocalEvaluator
 from cudagym.pool.compile_lane import CompileLane
-from cudagym.pool.evaluators import EvaluatorMaker, EvaluatorSet, Lease, PoolLimits, SetStats
+from cudagym.pool.evaluators import EvaluatorMaker, EvaluatorSet, Lease, PoolLimits, SetStats, weigh
 from cudagym.pool.fair_queue import FairQueue
 from cudagym.pool.jobs import PoolJob, run_stage, task_key
 from cudagym.results import StageResult, Status
@@ -51,7 +51,7 @@ from cudagym.tasks.task import Task
 
 logger = logging.getLogger(__name__)
 TICK_S = 0.25  # the dispatcher's longest sleep: deadlines and idle evaluators are looked at this often
-EXPIRE_EVERY_S = 2.0  # how often idle evaluators are weighed (their processes' memory is read from /proc)
+EXPIRE_EVERY_S = 2.0  # how often idle evaluators are expired and weighed (their processes' memory read from /proc)
 
 
 @dataclasses.dataclass(eq=False)
@@ -192,6 +192,7 @@ class EvaluationPool:
     def _loop(self) -> None:
         while True:
             closing: list[Evaluator] = []
+            members: list[tuple[int, Evaluator]] = []
             with self._cond:
                 if self._closed:
                     return
@@ -200,6 +201,16 @@ class EvaluationPool:
                 except Exception:  # the dispatcher must go on: one bad round must not strand every queued job
                     logger.exception("the evaluation pool's dispatcher failed a round")
                 self._cond.wait(timeout=TICK_S)
+                now = time.monotonic()
+                weighing = now - self._last_expire > EXPIRE_EVERY_S
+                if weighing:
+                    self._last_expire = now
+                    closing += self.evaluators.expire(now)
+                    members = self.evaluators.members()
+            if weighing:  # /proc is read outside the lock: submits and answers go on meanwhile
+                weights = weigh(members)
+                with self._cond:
+                    closing += self.evaluators.shed(weights)
             if closing:  # evaluators closed outside the lock, on a thread of their own (a close may take seconds)
                 threading.Thread(target=_close_all, args=(closing,), name="cudagym-pool-close", daemon=True).start()
 
@@ -214,9 +225,6 @@ class EvaluationPool:
             entry.started = now
             self._running.add(entry)
             self._threads.submit(self._execute, entry)
-        if now - self._last_expire > EXPIRE_EVERY_S:
-            self._last_expire = now
-            closing += self.evaluators.expire(now)
         return closing
 
     def _reserve(self, entry: _Entry, closing: list[Evaluator]) -> bool:
@@ -265,7 +273,7 @@ class EvaluationPool:
             logger.exception("the pool failed %s", job.describe())
             result, healthy = job.failure(f"{type(exc).__name__}: {exc}"), False
         with self._cond:
-            closing = self._settle(entry, healthy=healthy and not entry.answered)
+            closing = self._settle(entry, healthy=healthy and not entry.answered and not self._closed)
             self._answer(entry, result)
             self._cond.notify_all()
         _close_all(closing)
@@ -288,7 +296,7 @@ class EvaluationPool:
             healthy = False
         with self._cond:
             lease.preparing = False
-            closing = self.evaluators.release(lease, healthy=healthy)
+            closing = self.evaluators.release(lease, healthy=healthy and not self._closed)
             self._cond.notify_all()
         _close_all(closing)
 
