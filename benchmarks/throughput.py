@@ -166,6 +166,33 @@ def tree_mb(pid: int) -> float:
     return total / 1e6
 
 
+class PeakMemory:
+    """The peak of :func:`tree_mb` of ``pid`` (a service or pool), sampled every ``every`` seconds until ``stop``."""
+
+    def __init__(self, pid: int | None, every: float = 2.0) -> None:
+        import threading
+
+        self.pid, self.every, self.peak = pid, every, 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True) if pid else None
+        if self._thread is not None:
+            self._thread.start()
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, tree_mb(self.pid or 0))
+            if self._done.wait(self.every):
+                return
+
+    def stop(self) -> float | None:
+        """The peak in MB (None without a server)."""
+        if self._thread is None:
+            return None
+        self._done.set()
+        self._thread.join()
+        return self.peak
+
+
 def _collect(procs: list[Any], queue: Any, assigned: list[str]) -> list[dict[str, Any]]:
     """Every worker's report; a worker that died without one (killed, crashed) gets an error entry."""
     import queue as queues
@@ -199,7 +226,9 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         start = time.time()
     except Exception:  # a worker failed its setup (it says why below)
         start = time.time()
+    sampler = PeakMemory(options.get("server_pid"))
     reports = _collect(procs, queue, assigned)
+    server_mb = sampler.stop()
     errors = [f"env {r['index']} ({r['task']}): {r['error']}" for r in reports if r.get("error")]
     rows = [dict(c, env=r["index"], task=r["task"]) for r in reports for c in r.get("cycles", [])]
     end = max((c["end"] for c in rows), default=time.time())
@@ -220,6 +249,8 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         "fixed_candidate_ms": statistics.median(c["candidate_ms"] for c in fixed_rows) if fixed_rows else None,
         # every cycle's own speedup: the spread at one env is the noise a load effect has to stand out from
         "fixed_speedups": [c["speedup_eager"] for c in fixed_rows],
+        # the peak of the server's process tree while the level ran (its evaluators and their children)
+        "server_rss_mb": server_mb,
         # each env process's resident memory after setup and at the end (the env alone, not a server's processes)
         "env_rss_mb": [r["rss_mb"] for r in reports if r.get("rss_mb")],
         "env_rss_mb_median": statistics.median(r["rss_mb"][1] for r in reports if r.get("rss_mb"))
@@ -289,6 +320,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 command_name="pool" if args.pool else "serve",
                 options=pool_options,
             )
+            options["server_pid"] = server.pid
         if args.warmup:
             every = sorted({*tasks, args.fixed_task})
             warm = run_level(len(every), every, {**options, "seconds": 0, "max_cycles": 1}, None)
@@ -297,7 +329,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         for n in args.levels:
             level = run_level(n, tasks, options, args.fixed_task)
             level["slots"] = slot_stats(read_journal(journal), level["start"], level["end"])
-            level["server_rss_mb"] = tree_mb(server.pid) if server is not None else None
             levels.append(level)
             fixed = ", ".join(f"{x:.3f}" for x in level["fixed_speedups"]) or "none"
             print(
@@ -352,7 +383,7 @@ def print_table(report: dict[str, Any]) -> None:
     print(f"Tasks: {', '.join(report['tasks'])}; env 0 on {report['fixed_task']}; ~{report['seconds']} s per level\n")
     print(
         "| envs | full cycles | wall s | cycles/hour | median cycle s | failed | timing slots | slot wait "
-        "median/max s | device timed | fixed-kernel speedup (cycles: min-max) | vs 1 env | env MB | server MB |"
+        "median/max s | device timed | fixed-kernel speedup (cycles: min-max) | vs 1 env | env MB | server peak MB |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for lv in report["levels"]:

@@ -45,8 +45,9 @@ EvaluatorMaker = Callable[[Task, EvalConfig], Evaluator]
 
 
 def default_max_evaluators() -> int:
-    """One evaluator per two cores, at least two and at most 16: each holds a reference process and candidates."""
-    return max(2, min(16, (os.cpu_count() or 2) // 2))
+    """One evaluator per core, at least four (a few tasks at once stay warm instead of closing each other) and at most
+    16: each holds a reference process and candidates, and the memory bound closes idle ones before that."""
+    return max(4, min(16, os.cpu_count() or 4))
 
 
 def default_memory_bytes() -> int:

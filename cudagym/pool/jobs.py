@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import hashlib
 import itertools
 import time
@@ -141,8 +142,9 @@ class PoolJob:
         if self.deadline_s is not None and self.deadline_s <= 0:
             raise ValueError(f"deadline_s must be positive, got {self.deadline_s}")
 
-    @property
+    @functools.cached_property
     def key(self) -> TaskKey:
+        """Which evaluators may serve it (:func:`task_key`), computed once."""
         return task_key(self.task, self.backend, self.config)
 
     @property
