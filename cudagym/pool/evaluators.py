@@ -64,19 +64,23 @@ class PoolLimits:
 
     Attributes:
         max_evaluators: evaluators at once, leased or idle (each: a reference process, a fork server, candidates).
-        max_per_task: evaluators of one task key at once (a second only while jobs of the task wait).
+        max_per_task: evaluators of one task key at once (a second only while jobs of the task wait); by default as
+            many as ``max_evaluators``: a busy task may take every evaluator, the queue's turns and the eviction of idle
+            ones still give another task's job the next one that frees.
         memory_bytes: the idle evaluators are closed, least recently used first, while all of them hold more.
         idle_seconds: an evaluator unused this long is closed.
         compile_workers: builds at once (default: the machine's cores).
     """
 
     max_evaluators: int = dataclasses.field(default_factory=default_max_evaluators)
-    max_per_task: int = 2
+    max_per_task: int = 0  # 0: ``max_evaluators``
     memory_bytes: int = dataclasses.field(default_factory=default_memory_bytes)
     idle_seconds: float = 600.0
     compile_workers: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 2)
 
     def __post_init__(self) -> None:
+        if self.max_per_task == 0:
+            object.__setattr__(self, "max_per_task", self.max_evaluators)
         for name in ("max_evaluators", "max_per_task", "compile_workers"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")

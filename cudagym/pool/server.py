@@ -85,7 +85,7 @@ def add_pool_command(sub: Any) -> None:
     pool = sub.add_parser("pool", help="run the machine's evaluation pool (evaluators shared by every environment)")
     add_server_arguments(pool)
     pool.add_argument("--max-evaluators", type=int, help="evaluators at once (default: one per core, 4-16)")
-    pool.add_argument("--max-per-task", type=int, help="evaluators of one task at once (default 2)")
+    pool.add_argument("--max-per-task", type=int, help="evaluators of one task at once (default: --max-evaluators)")
     pool.add_argument("--compile-workers", type=int, help="builds at once (default: the cores)")
     pool.add_argument("--memory-gb", type=float, help="idle evaluators are closed above this (default: half the RAM)")
     pool.add_argument("--idle-seconds", type=float, help="an evaluator unused this long is closed (default 600)")

@@ -139,5 +139,5 @@ def test_the_pool_command_reads_its_bounds() -> None:
     add_pool_command(parser.add_subparsers())
     args = parser.parse_args(["pool", "--backend", "cpu", "--max-evaluators", "5", "--memory-gb", "2"])
     limits = limits_from(args)
-    assert (limits.max_evaluators, limits.memory_bytes, limits.max_per_task) == (5, 2 << 30, 2)
+    assert (limits.max_evaluators, limits.memory_bytes, limits.max_per_task) == (5, 2 << 30, 5)
     assert dataclasses.asdict(limits_from(parser.parse_args(["pool"]))) == dataclasses.asdict(type(limits)())
