@@ -1,6 +1,6 @@
-"""Throughput: full compile-verify-profile cycles per hour with 1, 4, 16 environments on one machine.
+"""Throughput: full compile-verify-profile cycles per hour with 1 to 64 environments on one machine.
 
-    python benchmarks/throughput.py --backend cuda --levels 1,4,16 --seconds 30 --service --json throughput.json
+    python benchmarks/throughput.py --backend cuda --levels 1,4,16,64 --seconds 30 --pool --json throughput.json
 
 At each level, N environments run in separate processes (``gym.make("cudagym:CudaKernel-v0")``), each
 playing a scripted agent: after a reset and the task's reference solution, it repeats cycles of (edit one
@@ -9,7 +9,10 @@ kernel source: a comment naming the env and cycle, so the build really recompile
 the first build, the reference process) happens before the level's clock starts. Environment 0 always
 works on ``--fixed-task``; its profiled speedup at each level is compared with its 1-env value, which shows
 whether timing stays isolated under load (the device's timing slot, :mod:`cudagym.gpu_lock`). With
-``--service``, all environments evaluate through one ``cudagym serve`` process.
+``--service``, all environments evaluate through one ``cudagym serve`` process (an evaluator per environment); with
+``--pool``, through one ``cudagym pool`` (the machine pool: evaluators shared by task, :mod:`cudagym.pool`). Each
+environment process reports its resident memory after setup and at the end (``env_rss_mb``: the env alone; a
+service's or pool's processes are counted apart, in ``server_rss_mb``).
 
 A warm-up round (one environment per task, one cycle each) fills the build and baseline caches first,
 so the levels measure steady-state cycles, not first builds. Slot waits come from the timing journal.
@@ -88,6 +91,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
         queue.put({"index": index, "task": task_id, "error": traceback.format_exc()})
         return
     cycles: list[dict[str, Any]] = []
+    setup_rss = resident_mb(os.getpid())
     try:
         barrier.wait()
         start = time.time()
@@ -123,13 +127,70 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
                 message="" if result["status"] == "ok" else result.get("message", "")[:300],
             )
             cycles.append(row)
-        queue.put({"index": index, "task": task_id, "cycles": cycles})
+        queue.put({"index": index, "task": task_id, "cycles": cycles, "rss_mb": [setup_rss, resident_mb(os.getpid())]})
     except Exception:
         queue.put({"index": index, "task": task_id, "cycles": cycles, "error": traceback.format_exc()})
     finally:
         if index == 0:
             fixed_done.set()  # whatever happened, the others stop waiting for env 0
         env.close()
+
+
+def resident_mb(pid: int) -> float:
+    """The resident set of process ``pid`` in MB (0 where it is gone)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except (OSError, ValueError):
+        pass
+    return 0.0
+
+
+def tree_mb(pid: int) -> float:
+    """The proportional set size of ``pid`` and its descendants in MB (a server and the processes it started)."""
+    from cudagym.pool.evaluators import proportional_bytes
+
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        except (OSError, ValueError, IndexError):
+            continue
+    total, todo = 0, [pid]
+    while todo:
+        current = todo.pop()
+        total += proportional_bytes(current)
+        todo += children.get(current, [])
+    return total / 1e6
+
+
+class PeakMemory:
+    """The peak of :func:`tree_mb` of ``pid`` (a service or pool), sampled every ``every`` seconds until ``stop``."""
+
+    def __init__(self, pid: int | None, every: float = 2.0) -> None:
+        import threading
+
+        self.pid, self.every, self.peak = pid, every, 0.0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True) if pid else None
+        if self._thread is not None:
+            self._thread.start()
+
+    def _sample(self) -> None:
+        while True:
+            self.peak = max(self.peak, tree_mb(self.pid or 0))
+            if self._done.wait(self.every):
+                return
+
+    def stop(self) -> float | None:
+        """The peak in MB (None without a server)."""
+        if self._thread is None:
+            return None
+        self._done.set()
+        self._thread.join()
+        return self.peak
 
 
 def _collect(procs: list[Any], queue: Any, assigned: list[str]) -> list[dict[str, Any]]:
@@ -165,7 +226,9 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         start = time.time()
     except Exception:  # a worker failed its setup (it says why below)
         start = time.time()
+    sampler = PeakMemory(options.get("server_pid"))
     reports = _collect(procs, queue, assigned)
+    server_mb = sampler.stop()
     errors = [f"env {r['index']} ({r['task']}): {r['error']}" for r in reports if r.get("error")]
     rows = [dict(c, env=r["index"], task=r["task"]) for r in reports for c in r.get("cycles", [])]
     end = max((c["end"] for c in rows), default=time.time())
@@ -186,6 +249,13 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         "fixed_candidate_ms": statistics.median(c["candidate_ms"] for c in fixed_rows) if fixed_rows else None,
         # every cycle's own speedup: the spread at one env is the noise a load effect has to stand out from
         "fixed_speedups": [c["speedup_eager"] for c in fixed_rows],
+        # the peak of the server's process tree while the level ran (its evaluators and their children)
+        "server_rss_mb": server_mb,
+        # each env process's resident memory after setup and at the end (the env alone, not a server's processes)
+        "env_rss_mb": [r["rss_mb"] for r in reports if r.get("rss_mb")],
+        "env_rss_mb_median": statistics.median(r["rss_mb"][1] for r in reports if r.get("rss_mb"))
+        if any(r.get("rss_mb") for r in reports)
+        else None,
         "failures": [c["message"] for c in rows if not c["ok"]][:5],
         "errors": errors,
         "rows": rows,
@@ -238,11 +308,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     server = None
     levels: list[dict[str, Any]] = []
     try:
-        if args.service:
+        if args.service or args.pool:
             from cudagym.service import spawn_server
 
             options["socket"] = str(scratch / "eval.sock")
-            server = spawn_server(options["socket"], backend.name, cache_dir=options["cache_dir"])
+            pool_options = ["--max-evaluators", str(args.pool_evaluators)] if args.pool and args.pool_evaluators else []
+            server = spawn_server(
+                options["socket"],
+                backend.name,
+                cache_dir=options["cache_dir"],
+                command_name="pool" if args.pool else "serve",
+                options=pool_options,
+            )
+            options["server_pid"] = server.pid
         if args.warmup:
             every = sorted({*tasks, args.fixed_task})
             warm = run_level(len(every), every, {**options, "seconds": 0, "max_cycles": 1}, None)
@@ -278,6 +356,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "device": backend.device_name,
         "cpus": os.cpu_count(),
         "service": args.service,
+        "pool": args.pool,
         "tasks": tasks,
         "fixed_task": args.fixed_task,
         "seconds": args.seconds,
@@ -295,14 +374,18 @@ def _range(level: dict[str, Any]) -> str:
 
 
 def print_table(report: dict[str, Any]) -> None:
-    how = "one evaluation service" if report["service"] else "one LocalEvaluator per env"
+    how = "one LocalEvaluator per env"
+    if report.get("service"):
+        how = "one evaluation service (an evaluator per env)"
+    if report.get("pool"):
+        how = "one machine pool (evaluators shared by task)"
     print(f"\nThroughput on {report['backend']} ({report['device']}, {report['cpus']} CPUs), {how}, {report['date']}")
     print(f"Tasks: {', '.join(report['tasks'])}; env 0 on {report['fixed_task']}; ~{report['seconds']} s per level\n")
     print(
         "| envs | full cycles | wall s | cycles/hour | median cycle s | failed | timing slots | slot wait "
-        "median/max s | device timed | fixed-kernel speedup (cycles: min-max) | vs 1 env |"
+        "median/max s | device timed | fixed-kernel speedup (cycles: min-max) | vs 1 env | env MB | server peak MB |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for lv in report["levels"]:
         slots = lv["slots"]
         print(
@@ -310,9 +393,14 @@ def print_table(report: dict[str, Any]) -> None:
             f"{_fmt(lv['cycle_s_median'], '.2f')} | {lv['failed_cycles']} | {slots.get('slots', 0)} | "
             f"{_fmt(slots.get('wait_median_s'), '.2f')}/{_fmt(slots.get('wait_max_s'), '.2f')} | "
             f"{_fmt(slots.get('busy_share'), '.0%')} | {_fmt(lv['fixed_speedup'], '.3f')}x {_range(lv)} | "
-            f"{_fmt(lv['fixed_vs_1env'], '+.1%')} |"
+            f"{_fmt(lv['fixed_vs_1env'], '+.1%')} | {_fmt(lv.get('env_rss_mb_median'), '.0f')} | "
+            f"{_fmt(lv.get('server_rss_mb'), '.0f')} |"
         )
     print("\nIssue 6 targets (cuda, one H200): >= 1,500 cycles/hour at 16 envs; fixed-kernel speedup within 2%.")
+    print(
+        "Issue 20 targets (cuda, one H200, 16 and 64 envs): >= 6,000 cycles/hour, never fewer at more envs, the timing "
+        "slot busy >= 70%, fixed-kernel speedup within 2%, < 300 MB per env."
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -330,7 +418,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"built-in tasks of envs 1.. (default {DEFAULT_TASKS})")
     parser.add_argument("--fixed-task", default="builtin/scale_bias_tanh", help="env 0's task (speedup tracked)")
-    parser.add_argument("--service", action="store_true", help="evaluate every env through one cudagym serve")
+    modes = parser.add_mutually_exclusive_group()
+    modes.add_argument("--service", action="store_true", help="evaluate every env through one cudagym serve")
+    modes.add_argument("--pool", action="store_true", help="evaluate every env through one cudagym pool")
+    parser.add_argument(
+        "--pool-evaluators", type=int, default=0, help="the pool's --max-evaluators (0: its default, by the cores)"
+    )
     parser.add_argument("--lock", default="auto", choices=("auto", "on", "off"), help="$CUDAGYM_TIMING_LOCK")
     parser.add_argument("--no-warmup", dest="warmup", action="store_false", help="skip the cache warm-up round")
     parser.add_argument("--cache-dir", help="build and baseline cache (default: the usual cache directory)")
@@ -348,7 +441,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.levels = [int(v) for v in args.levels.split(",") if v.strip()]
     if not args.levels or min(args.levels) < 1:
-        parser.error("--levels takes positive integers, e.g. 1,4,16")
+        parser.error("--levels takes positive integers, e.g. 1,4,16,64")
     report = run(args)
     print_table(report)
     if args.json:

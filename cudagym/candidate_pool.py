@@ -194,6 +194,13 @@ class CandidatePool:
         with self._lock:
             self._reapers = [r for r in self._reapers if r.is_alive()]
 
+    def process_ids(self) -> list[int]:
+        """The processes the pool keeps: its fork server, spare candidates and those running a stage."""
+        with self._lock:
+            children = [c for c in (*self._running, *self._spares) if c.alive]
+            server = [self._server.proc.pid] if self._server is not None and self._server.alive else []
+            return server + [c.proc.pid for c in children]
+
     def close(self) -> None:
         """Kills every candidate, running or spare, ends the fork server and waits for the reapers
         (idempotent). A pool used again after ``close`` starts afresh."""

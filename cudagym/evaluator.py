@@ -32,6 +32,7 @@ from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
 from cudagym.candidate_stage import CandidateStage, candidate_stage
+from cudagym.compile_gate import check_workspace
 from cudagym.eval_config import (
     EvalConfig,
     preloads_compiler,
@@ -48,7 +49,6 @@ from cudagym.harness.timing import TimingConfig
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
-from cudagym.integrity.static_checks import run_static_checks, violation_message
 from cudagym.memory_slots import auto_slots, memory_slot
 from cudagym.ncu import summarize_ncu
 from cudagym.reference_process import ReferenceProcess
@@ -380,24 +380,14 @@ class LocalEvaluator:
         return runtime.within_roofline(candidate_ms, moved_bytes, max(fresh, self._peak_bandwidth or 0.0))
 
     def _gate(self, workspace: Workspace) -> tuple[Status, str] | None:
-        """The checks that come before anything is built or run: fixed files unchanged (restored when not)
-        and the static integrity checks. Returns (status, message) of the first failure, or None."""
-        tampered = workspace.tampered_fixed()
-        self._tampered = tuple(tampered)
-        if tampered:
-            workspace.restore_fixed()
-            return Status.INTEGRITY, (
-                f"Fixed workspace files were modified ({', '.join(tampered)}); they have been restored. "
-                "Fixed files must not be changed."
-            )
-        # static checks (cudagym.integrity); the task set may allow libraries
-        policy = self.policy
-        self.last_static_findings, violations = run_static_checks(
-            workspace.snapshot(), policy, known_files=workspace.listing_names()
-        )
-        if violations:
-            return Status.INTEGRITY, violation_message(violations, policy)
-        return None
+        """The checks that come before anything is built or run (``cudagym.compile_gate``): fixed files unchanged
+        (restored when not) and the static integrity checks. Returns (status, message) of the first failure, or
+        None; what it found stays for ``submit``'s findings (all of it this workspace's: an evaluator the machine
+        pool shares between sessions must not report one workspace's findings in another's submit)."""
+        outcome = check_workspace(workspace, self.policy)
+        self._tampered = outcome.tampered
+        self.last_static_findings = list(outcome.static_findings)
+        return outcome.failure
 
     def _prechecks(self, workspace: Workspace, stage: Stage, cls: type) -> tuple[CompileResult | None, Any]:
         """Compiles (cached when unchanged; the fixed-file and static checks come first); returns
@@ -987,6 +977,13 @@ class LocalEvaluator:
         if task.id != self.task.id:
             self.task = task  # the reference reloads on its next use (its loaded task differs)
             self._start_ahead()
+
+    def process_ids(self) -> list[int]:
+        """The processes this evaluator keeps running (its reference process, fork server and candidates): what the
+        machine pool weighs when it bounds its memory (``cudagym.pool.evaluators``)."""
+        reference = self._reference
+        own = [reference.child.proc.pid] if reference is not None and reference.alive else []
+        return own + self.pool.process_ids()
 
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""

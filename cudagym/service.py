@@ -47,7 +47,7 @@ from typing import Any, Protocol
 from cudagym import results
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import default_cache_dir
-from cudagym.evaluator import EvalConfig, LocalEvaluator
+from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator
 from cudagym.results import Stage, StageResult, Status
 from cudagym.tasks.task import Task
 from cudagym.text import clean
@@ -348,11 +348,11 @@ class ServiceEvaluatorFactory:
 
 
 class _Session:
-    """One client's state on the server: its evaluator (made by ``open``)."""
+    """One client's state on the server: its evaluator (made by ``open``, through ``server.make_evaluator``)."""
 
     def __init__(self, server: EvaluationServer) -> None:
         self.server = server
-        self.evaluator: LocalEvaluator | None = None
+        self.evaluator: Evaluator | None = None
 
     def handle(self, message: dict[str, Any]) -> dict[str, Any]:
         op = message.get("op")
@@ -369,7 +369,7 @@ class _Session:
                 }
             self.close()
             task, config = decode(Task, message["task"]), decode(EvalConfig, message["config"])
-            self.evaluator = LocalEvaluator(task, self.server.backend, config, cache_dir=self.server.cache_dir)
+            self.evaluator = self.server.make_evaluator(task, config)
             logger.debug("session opened for %s", task.id)
             return {"ok": True}
         if op == "close":
@@ -416,6 +416,11 @@ class EvaluationServer:
         self._served = 0
         self._stopping = False
         self._listener: Listener | None = None
+
+    def make_evaluator(self, task: Task, config: EvalConfig) -> Evaluator:
+        """A session's evaluator: here a ``LocalEvaluator`` of its own (the machine pool's server lends shared
+        ones instead, ``cudagym.pool.server``)."""
+        return LocalEvaluator(task, self.backend, config, cache_dir=self.cache_dir)
 
     def info(self) -> dict[str, Any]:
         with self._lock:
@@ -522,9 +527,13 @@ def spawn_server(
     cache_dir: str | Path | None = None,
     env: dict[str, str] | None = None,
     ready_timeout: float = 60.0,
+    command_name: str = "serve",
+    options: collections.abc.Sequence[str] = (),
 ) -> subprocess.Popen:
-    """Starts ``cudagym serve`` in a new session and returns once it answers (RuntimeError if it does not)."""
-    command = [sys.executable, "-m", "cudagym.cli", "serve", "--socket", str(socket_path), "--backend", backend]
+    """Starts ``cudagym serve`` (or ``command_name``: ``pool``, the machine pool, with its ``options``) in a new
+    session and returns once it answers (RuntimeError if it does not)."""
+    command = [sys.executable, "-m", "cudagym.cli", command_name, "--socket", str(socket_path), "--backend", backend]
+    command += list(options)
     if cache_dir:
         command += ["--cache-dir", str(cache_dir)]
     proc = subprocess.Popen(command, env={**os.environ, **(env or {})}, start_new_session=True)
@@ -550,17 +559,16 @@ def spawn_server(
 # -- the command -----------------------------------------------------------------------------------
 
 
-def _serve_command(args: argparse.Namespace) -> int:
+def run_server(server: EvaluationServer, command: str) -> int:
+    """Serves until SIGTERM or Ctrl-C (the body of ``cudagym serve`` and ``cudagym pool``)."""
     import signal
-
-    backend = resolve_backend(args.backend)
-    server = EvaluationServer(args.socket or default_socket_path(), backend, cache_dir=args.cache_dir)
 
     def stop(signum: int, frame: Any) -> None:
         raise SystemExit(0)
 
     signal.signal(signal.SIGTERM, stop)
-    print(f"cudagym serve: {backend.name} ({backend.device_name}) on {server.socket_path}", flush=True)
+    backend = server.backend
+    print(f"cudagym {command}: {backend.name} ({backend.device_name}) on {server.socket_path}", flush=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:
@@ -568,10 +576,25 @@ def _serve_command(args: argparse.Namespace) -> int:
     return 0
 
 
+def _serve_command(args: argparse.Namespace) -> int:
+    backend = resolve_backend(args.backend)
+    server = EvaluationServer(args.socket or default_socket_path(), backend, cache_dir=args.cache_dir)
+    return run_server(server, "serve")
+
+
+def add_server_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments ``cudagym serve`` and ``cudagym pool`` share: where to listen, the backend, the cache."""
+    parser.add_argument("--socket", help=f"Unix socket path (default {default_socket_path()})")
+    parser.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
+    parser.add_argument("--cache-dir", help="build and baseline cache (default: the usual cache directory)")
+
+
 def add_service_commands(sub: Any) -> None:
-    """Adds ``cudagym serve`` to the CLI's subcommands."""
+    """Adds ``cudagym serve`` (an evaluator per session) and ``cudagym pool`` (the machine's shared pool, same
+    client) to the CLI's subcommands."""
+    from cudagym.pool.server import add_pool_command
+
     serve = sub.add_parser("serve", help="run the local evaluation service shared by environments")
-    serve.add_argument("--socket", help=f"Unix socket path (default {default_socket_path()})")
-    serve.add_argument("--backend", default="auto", choices=("auto", "cpu", "cuda"))
-    serve.add_argument("--cache-dir", help="build and baseline cache (default: the usual cache directory)")
+    add_server_arguments(serve)
     serve.set_defaults(func=_serve_command)
+    add_pool_command(sub)

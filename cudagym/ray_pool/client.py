@@ -18,10 +18,11 @@ import uuid
 
 from cudagym.backends import Backend
 from cudagym.eval_config import EvalConfig
+from cudagym.pool.jobs import JobEvaluator
 from cudagym.ray_pool.jobs import Job, JobStage
 from cudagym.ray_pool.pool import RayPool
 from cudagym.ray_pool.workers import WorkerSpec
-from cudagym.results import CompileResult, ProfileResult, StageResult, SubmitResult, VerifyResult
+from cudagym.results import StageResult
 from cudagym.tasks.task import Task
 from cudagym.workspace import Workspace
 
@@ -37,7 +38,7 @@ def require_ray() -> None:
         raise ImportError(MISSING_RAY) from exc
 
 
-class RayEvaluator:
+class RayEvaluator(JobEvaluator):
     """Evaluates one environment's workspaces on the pool (the ``Evaluator`` protocol of ``cudagym.evaluator``)."""
 
     def __init__(self, pool: RayPool, task: Task, backend: Backend, config: EvalConfig, *, client: str = "") -> None:
@@ -54,18 +55,6 @@ class RayEvaluator:
         if snapshot.changed_fixed:
             workspace.restore_fixed()  # the worker restored its copy's fixed files, as a local evaluator would
         return result
-
-    def compile(self, workspace: Workspace) -> CompileResult:
-        return self._run(JobStage.COMPILE, workspace)  # type: ignore[return-value]
-
-    def verify(self, workspace: Workspace) -> VerifyResult:
-        return self._run(JobStage.VERIFY, workspace)  # type: ignore[return-value]
-
-    def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
-        return self._run(JobStage.PROFILE, workspace, ncu=ncu)  # type: ignore[return-value]
-
-    def submit(self, workspace: Workspace) -> SubmitResult:
-        return self._run(JobStage.SUBMIT, workspace)  # type: ignore[return-value]
 
     def retarget(self, task: Task) -> None:
         """The next jobs name ``task`` (workers keep their evaluators warm by task)."""

@@ -12,61 +12,13 @@ of the pool (no worker, a worker or node lost twice, the deadline passed) is suc
 from __future__ import annotations
 
 import dataclasses
-import enum
-import time
 import uuid
 
-from cudagym import results
 from cudagym.eval_config import EvalConfig
-from cudagym.results import Stage, StageResult, Status
+from cudagym.pool.jobs import JobStage, stage_deadline, stage_failure
+from cudagym.results import StageResult
 from cudagym.tasks.task import Task
-from cudagym.text import clean
 from cudagym.workspace import WorkspaceSnapshot
-
-DEADLINE_MARGIN_S = 60.0  # the run time a job is given beyond its env's stage timeouts (imports, a build)
-COMPILE_ALLOWANCE_S = 300.0  # a build's bound (``BuildOptions.timeout_seconds``'s default) for the compile stage
-
-
-class JobStage(enum.Enum):
-    """The evaluation stages a worker runs (the file tools stay in the environment)."""
-
-    COMPILE = "compile"
-    VERIFY = "verify"
-    PROFILE = "profile"
-    SUBMIT = "submit"
-
-    @property
-    def result_type(self) -> type[StageResult]:
-        """The result dataclass this stage answers with."""
-        return _RESULT_TYPES[self]
-
-    @property
-    def stage(self) -> Stage:
-        return Stage(self.value)
-
-
-_RESULT_TYPES: dict[JobStage, type[StageResult]] = {
-    JobStage.COMPILE: results.CompileResult,
-    JobStage.VERIFY: results.VerifyResult,
-    JobStage.PROFILE: results.ProfileResult,
-    JobStage.SUBMIT: results.SubmitResult,
-}
-
-
-def stage_deadline(stage: JobStage, config: EvalConfig) -> float:
-    """Seconds a job of ``stage`` may run on a worker: the env's own bounds for that stage, plus a margin.
-
-    A worker past it is taken to be stuck (it is replaced) and the job comes back as a harness error."""
-    build = config.build.timeout_seconds or COMPILE_ALLOWANCE_S
-    run = {
-        JobStage.COMPILE: 0.0,
-        JobStage.VERIFY: config.verify_timeout,
-        JobStage.PROFILE: config.profile_timeout,
-        JobStage.SUBMIT: config.verify_timeout + config.profile_timeout,
-    }[stage]
-    # the reference process may load the task (reference_timeout) before a verify, profile or submit
-    load = config.reference_timeout if stage is not JobStage.COMPILE else 0.0
-    return build + run + load + DEADLINE_MARGIN_S
 
 
 @dataclasses.dataclass(frozen=True)
@@ -116,10 +68,4 @@ class Job:
 
 def harness_error(job: Job, reason: str, started: float | None = None) -> StageResult:
     """The job's stage result saying that the pool (not the candidate) failed, and why."""
-    seconds = time.monotonic() - started if started is not None else 0.0
-    return job.stage.result_type(
-        stage=job.stage.stage,
-        status=Status.HARNESS_ERROR,
-        seconds=seconds,
-        message=f"The evaluation pool failed: {clean(reason, 1500)}",
-    )
+    return stage_failure(job.stage, reason, started)

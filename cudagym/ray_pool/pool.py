@@ -15,7 +15,6 @@ one no worker could be placed for within ``placement_timeout_s`` (or whose backe
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import logging
 import threading
@@ -23,6 +22,7 @@ import time
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 
+from cudagym.pool.fair_queue import FairQueue
 from cudagym.ray_pool.jobs import Job, harness_error
 from cudagym.ray_pool.watcher import Finished, Outcome, Running, Watcher
 from cudagym.ray_pool.worker import EvalWorker
@@ -59,45 +59,6 @@ class PoolStats:
     replaced: int
 
 
-class FairQueue:
-    """Jobs by client, taken in turn: the next job comes from the client after the one served last."""
-
-    def __init__(self) -> None:
-        self._queues: collections.OrderedDict[str, collections.deque[_Entry]] = collections.OrderedDict()
-
-    def __len__(self) -> int:
-        return sum(len(q) for q in self._queues.values())
-
-    def put(self, entry: _Entry, *, front: bool = False) -> None:
-        queue = self._queues.setdefault(entry.job.client, collections.deque())
-        if front:
-            queue.appendleft(entry)
-        else:
-            queue.append(entry)
-
-    def entries(self) -> list[_Entry]:
-        return [e for q in self._queues.values() for e in q]
-
-    def remove(self, entry: _Entry) -> None:
-        queue = self._queues[entry.job.client]
-        queue.remove(entry)
-        if not queue:
-            del self._queues[entry.job.client]
-
-    def take(self, runnable: set[str]) -> _Entry | None:
-        """The next job (fair order) whose backend is in ``runnable``; that client goes to the back of the turn."""
-        for client, queue in list(self._queues.items()):
-            entry = next((e for e in queue if e.job.backend in runnable), None)
-            if entry is None:
-                continue
-            queue.remove(entry)
-            del self._queues[client]
-            if queue:
-                self._queues[client] = queue  # to the back of the turn
-            return entry
-        return None
-
-
 class RayPool:
     """Evaluation workers on a Ray cluster, and the queue in front of them (see the module doc).
 
@@ -132,7 +93,7 @@ class RayPool:
         self.retries = retries
         self.workers = WorkerSet(specs)
         self._watcher = Watcher()
-        self._queue = FairQueue()
+        self._queue: FairQueue[_Entry] = FairQueue(lambda entry: entry.job.client)
         self._lock = threading.Condition()
         self._closed = False
         self._done = self._retried = self._failed = 0
@@ -191,7 +152,7 @@ class RayPool:
             self._lock.notify()
         self._thread.join(timeout=30)
         with self._lock:
-            for entry in self._queue.entries():
+            for entry in self._queue.items():
                 self._answer(entry, harness_error(entry.job, "the pool was shut down before the job ran"))
             for running in self._watcher.running.values():
                 self._answer(running.entry, harness_error(running.entry.job, "the pool was shut down"))
@@ -228,7 +189,8 @@ class RayPool:
         self._expire_unplaceable()
         while True:
             free = [h for h in self.workers.handles if h.free]
-            entry = self._queue.take({h.spec.backend for h in free})
+            backends = {h.spec.backend for h in free}
+            entry = self._queue.take(lambda e, runnable=backends: e.job.backend in runnable)
             if entry is None:
                 return
             if entry.attempts == 0 and not entry.future.set_running_or_notify_cancel():
@@ -255,7 +217,7 @@ class RayPool:
 
     def _expire_unplaceable(self) -> None:
         now = time.monotonic()
-        for entry in self._queue.entries():
+        for entry in self._queue.items():
             placed = any(h.ready and h.spec.backend == entry.job.backend for h in self.workers.handles)
             if not placed and now - entry.queued > self.placement_timeout_s:
                 self._queue.remove(entry)

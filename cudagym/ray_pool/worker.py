@@ -25,7 +25,8 @@ from pathlib import Path
 
 from cudagym.backends import resolve_backend
 from cudagym.evaluator import LocalEvaluator
-from cudagym.ray_pool.jobs import Job, JobStage, harness_error
+from cudagym.pool.jobs import run_stage
+from cudagym.ray_pool.jobs import Job, harness_error
 from cudagym.results import StageResult
 from cudagym.service import decode_result, encode
 from cudagym.workspace import Workspace, WorkspaceError
@@ -125,7 +126,7 @@ class EvalWorker:
         try:
             evaluator = self._acquire(job)
             try:
-                result = self._stage(evaluator, job, workspace)
+                result = run_stage(evaluator, job.stage, workspace, ncu=job.ncu)
             finally:
                 self._release(job, evaluator)
             self._jobs_done += 1
@@ -135,16 +136,6 @@ class EvalWorker:
             return harness_error(job, f"{type(exc).__name__}: {exc}", start)
         finally:
             workspace.remove()
-
-    @staticmethod
-    def _stage(evaluator: LocalEvaluator, job: Job, workspace: Workspace) -> StageResult:
-        if job.stage is JobStage.COMPILE:
-            return evaluator.compile(workspace)
-        if job.stage is JobStage.VERIFY:
-            return evaluator.verify(workspace)
-        if job.stage is JobStage.PROFILE:
-            return evaluator.profile(workspace, ncu=job.ncu)
-        return evaluator.submit(workspace)
 
     def shutdown(self) -> None:
         """Closes every evaluator (their reference processes and candidates)."""

@@ -75,6 +75,23 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
         assert level["slots"]["overlap_s"] == 0.0
 
 
+def test_throughput_runs_envs_through_the_machine_pool(tmp_path: Path, cache_dir: Path) -> None:
+    out = tmp_path / "throughput.json"
+    stdout = run_benchmark(
+        "throughput.py",
+        *("--backend", "cpu", "--levels", "2", "--seconds", "3", "--tasks", "builtin/relu", "--pool"),
+        *("--fixed-task", "builtin/relu", "--lock", "on", "--no-warmup", "--cache-dir", str(cache_dir)),
+        *("--pool-evaluators", "2", "--json", str(out)),
+    )
+    assert "one machine pool (evaluators shared by task)" in stdout
+    report = json.loads(out.read_text())
+    assert report["pool"] and not report["service"]
+    (level,) = report["levels"]
+    assert level["cycles"] >= 2 and not level["failed_cycles"] and not level["errors"], level
+    assert level["slots"]["slots"] >= level["cycles"] and level["slots"]["overlap_s"] == 0.0
+    assert len(level["env_rss_mb"]) == 2 and level["env_rss_mb_median"] > 0 and level["server_rss_mb"] > 0
+
+
 def test_repeatability_profiles_one_solution_repeatedly(tmp_path: Path) -> None:
     out = tmp_path / "repeat.json"
     stdout = run_benchmark(

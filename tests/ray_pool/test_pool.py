@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 
 from cudagym.evaluator import EvalConfig
+from cudagym.pool.fair_queue import FairQueue
 from cudagym.ray_pool import Job, JobStage, RayPool, WorkerSpec
-from cudagym.ray_pool.pool import FairQueue, _Entry
+from cudagym.ray_pool.pool import _Entry
 from cudagym.results import Status
 from cudagym.tasks import load
 from cudagym.workspace import Workspace
@@ -44,16 +45,16 @@ def relu_job(fast_config: EvalConfig, stage: JobStage, client: str = "test", **f
 
 def test_the_queue_takes_clients_in_turn(fast_config: EvalConfig) -> None:
     job = relu_job(fast_config, JobStage.COMPILE)
-    queue = FairQueue()
+    queue: FairQueue[_Entry] = FairQueue(lambda entry: entry.job.client)
     batch = [_Entry(dataclasses.replace(job, client="trainer"), Future()) for _ in range(3)]
     single = _Entry(dataclasses.replace(job, client="env"), Future())
     for entry in [*batch, single]:
         queue.put(entry)
-    order = [queue.take({"cpu"}) for _ in range(4)]
+    order = [queue.take(lambda e: e.job.backend == "cpu") for _ in range(4)]
     assert order == [batch[0], single, batch[1], batch[2]]
-    assert queue.take({"cpu"}) is None and len(queue) == 0
+    assert queue.take(lambda e: e.job.backend == "cpu") is None and len(queue) == 0
     queue.put(single)
-    assert queue.take({"cuda"}) is None and len(queue) == 1
+    assert queue.take(lambda e: e.job.backend == "cuda") is None and len(queue) == 1
 
 
 def test_submit_many_answers_every_job_in_order(pool: RayPool, fast_config: EvalConfig) -> None:

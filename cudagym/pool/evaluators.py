@@ -1,0 +1,252 @@
+"""The machine pool's evaluators: one set of expensive processes per task, leased to one job at a time.
+
+An evaluator (:class:`~cudagym.evaluator.LocalEvaluator`) owns a trusted reference process with its task loaded and
+its baselines known, a fork server and spare candidates. The pool keeps them by :func:`~cudagym.pool.jobs.task_key`
+(the task's content and the settings) and lends one to a job at a time, so every session on a task uses the same
+processes. :meth:`EvaluatorSet.lease` answers a job with:
+
+* an idle evaluator of its key (the most recently used), else
+* a new one, when its key has fewer than ``max_per_task`` (a second one only while jobs of the key wait: the job asking
+  is one) and the set fewer than ``max_evaluators``; at the bound, the least recently used idle evaluator of another
+  key is closed to make room; else
+* nothing: the job waits in the queue (also while its key's first evaluator is being built ahead).
+
+Evaluators idle for ``idle_seconds`` are closed, and so are the least recently used idle ones while the set's
+processes hold more than ``memory_bytes`` (proportional set size, so pages shared by forked candidates count once;
+measured by :func:`weigh` outside the pool's lock, acted on by :meth:`EvaluatorSet.shed` under it).
+An evaluator whose job raised, ran past its deadline or came back with a harness error is retired (closed, never
+lent again); the next job of its key gets a new one.
+
+Not thread-safe on its own: the pool calls it under its lock; evaluators are built and closed outside the lock by the
+caller (:class:`Lease` says which).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import logging
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from cudagym.eval_config import EvalConfig
+from cudagym.evaluator import Evaluator
+from cudagym.pool.jobs import TaskKey
+from cudagym.tasks.task import Task
+
+logger = logging.getLogger(__name__)
+
+
+EvaluatorMaker = Callable[[Task, EvalConfig], Evaluator]
+"""Builds an evaluator for a task and settings (the pool's backend and cache are bound in)."""
+
+
+def default_max_evaluators() -> int:
+    """One evaluator per core, at least four (a few tasks at once stay warm instead of closing each other) and at most
+    16: each holds a reference process and candidates, and the memory bound closes idle ones before that."""
+    return max(4, min(16, os.cpu_count() or 4))
+
+
+def default_memory_bytes() -> int:
+    """Half of the machine's memory."""
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2
+    except (ValueError, OSError):
+        return 16 << 30
+
+
+@dataclasses.dataclass(frozen=True)
+class PoolLimits:
+    """How much the pool keeps (see the module docstring).
+
+    Attributes:
+        max_evaluators: evaluators at once, leased or idle (each: a reference process, a fork server, candidates).
+        max_per_task: evaluators of one task key at once (a second only while jobs of the task wait); by default as
+            many as ``max_evaluators``: a busy task may take every evaluator, the queue's turns and the eviction of idle
+            ones still give another task's job the next one that frees.
+        memory_bytes: the idle evaluators are closed, least recently used first, while all of them hold more.
+        idle_seconds: an evaluator unused this long is closed.
+        compile_workers: builds at once (default: the machine's cores).
+    """
+
+    max_evaluators: int = dataclasses.field(default_factory=default_max_evaluators)
+    max_per_task: int = 0  # 0: ``max_evaluators``
+    memory_bytes: int = dataclasses.field(default_factory=default_memory_bytes)
+    idle_seconds: float = 600.0
+    compile_workers: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 2)
+
+    def __post_init__(self) -> None:
+        if self.max_per_task == 0:
+            object.__setattr__(self, "max_per_task", self.max_evaluators)
+        for name in ("max_evaluators", "max_per_task", "compile_workers"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.memory_bytes <= 0 or self.idle_seconds <= 0:
+            raise ValueError("memory_bytes and idle_seconds must be positive")
+
+
+_SLOT_IDS = itertools.count(1)
+
+
+@dataclasses.dataclass(eq=False)
+class Lease:
+    """One evaluator slot of the set: lent to a job, or idle.
+
+    ``evaluator`` is None until the job's runner builds it (outside the pool's lock): a new slot reserves the place.
+    """
+
+    key: TaskKey
+    evaluator: Evaluator | None = None
+    preparing: bool = False  # lent to the pool's ``prepare``: it is being built, jobs of its key wait for it
+    slot: int = dataclasses.field(default_factory=lambda: next(_SLOT_IDS))
+    last_used: float = dataclasses.field(default_factory=time.monotonic)
+    jobs: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class SetStats:
+    """A look at the evaluators: how many, of how many task keys, and what happened to them."""
+
+    leased: int
+    idle: int
+    keys: int
+    created: int
+    evicted: int
+    retired: int
+    resident_bytes: int
+
+
+class EvaluatorSet:
+    """Evaluators by task key, leased one job at a time (see the module docstring)."""
+
+    def __init__(self, make: EvaluatorMaker, limits: PoolLimits) -> None:
+        self.make = make
+        self.limits = limits
+        self._idle: collections.OrderedDict[int, Lease] = collections.OrderedDict()  # least recently used first
+        self._leased: dict[int, Lease] = {}
+        self.created = self.evicted = self.retired = 0
+        self.resident_bytes = 0  # what the evaluators held when last weighed (before ``shed`` closed any)
+
+    def __len__(self) -> int:
+        return len(self._idle) + len(self._leased)
+
+    def count(self, key: TaskKey) -> int:
+        return sum(lease.key == key for lease in (*self._idle.values(), *self._leased.values()))
+
+    def lease(self, key: TaskKey) -> tuple[Lease | None, list[Evaluator]]:
+        """An evaluator slot for a job of ``key`` (None: it must wait) and the evaluators closed to make room (the
+        caller closes them outside its lock)."""
+        for slot, lease in reversed(self._idle.items()):
+            if lease.key == key:
+                del self._idle[slot]
+                return self._lend(lease), []
+        if self.count(key) >= self.limits.max_per_task or any(
+            lease.preparing and lease.key == key for lease in self._leased.values()
+        ):
+            return None, []  # the job waits (for an evaluator of its key being built: it is one job away)
+        closed: list[Evaluator] = []
+        if len(self) >= self.limits.max_evaluators:
+            if not self._idle:
+                return None, []
+            _, victim = self._idle.popitem(last=False)
+            self.evicted += 1
+            logger.info("closing the idle evaluator of %s to make room for %s", victim.key[1], key[1])
+            closed += [victim.evaluator] if victim.evaluator is not None else []
+        self.created += 1
+        return self._lend(Lease(key)), closed
+
+    def _lend(self, lease: Lease) -> Lease:
+        lease.jobs += 1
+        self._leased[lease.slot] = lease
+        return lease
+
+    def build(self, lease: Lease, task: Task, config: EvalConfig) -> Evaluator:
+        """The lease's evaluator, built for ``task`` and ``config`` on first use (outside the pool's lock: only the
+        lease's holder touches it)."""
+        if lease.evaluator is None:
+            logger.info("a new evaluator for %s (slot %d)", task.id, lease.slot)
+            lease.evaluator = self.make(task, config)
+        return lease.evaluator
+
+    def release(self, lease: Lease, *, healthy: bool) -> list[Evaluator]:
+        """Takes the lease back: kept idle when ``healthy``, else retired. Returns the evaluators to close."""
+        self._leased.pop(lease.slot, None)
+        lease.last_used = time.monotonic()
+        if healthy and lease.evaluator is not None:
+            self._idle[lease.slot] = lease
+            return []
+        if lease.evaluator is not None:
+            self.retired += 1
+            logger.warning("retiring the evaluator of %s (slot %d)", lease.key[1], lease.slot)
+        return [lease.evaluator] if lease.evaluator is not None else []
+
+    def expire(self, now: float | None = None) -> list[Evaluator]:
+        """The idle evaluators unused for ``idle_seconds``, removed from the set for the caller to close."""
+        now = time.monotonic() if now is None else now
+        stale = [slot for slot, lease in self._idle.items() if now - lease.last_used > self.limits.idle_seconds]
+        closed = [self._idle.pop(slot).evaluator for slot in stale]
+        self.evicted += len(closed)
+        return [e for e in closed if e is not None]
+
+    def members(self) -> list[tuple[int, Evaluator]]:
+        """(slot, evaluator) of every built evaluator, idle or leased: what :func:`weigh` measures."""
+        every = (*self._idle.values(), *self._leased.values())
+        return [(lease.slot, lease.evaluator) for lease in every if lease.evaluator is not None]
+
+    def shed(self, weights: dict[int, int]) -> list[Evaluator]:
+        """Given each slot's bytes (:func:`weigh`, measured outside the caller's lock), the least recently used idle
+        evaluators while all of them hold more than ``memory_bytes``; removed from the set for the caller to close."""
+        self.resident_bytes = held = sum(weights.values())
+        closed: list[Evaluator] = []
+        while self._idle and held > self.limits.memory_bytes:
+            slot, lease = self._idle.popitem(last=False)
+            held -= weights.get(slot, 0)
+            self.evicted += 1
+            closed += [lease.evaluator] if lease.evaluator is not None else []
+            logger.info("closing the idle evaluator of %s: the pool's evaluators hold too much memory", lease.key[1])
+        return closed
+
+    def drain(self) -> list[Evaluator]:
+        """Every evaluator, idle or leased, removed for the caller to close (the pool is shutting down)."""
+        every = [*self._idle.values(), *self._leased.values()]
+        self._idle.clear()
+        self._leased.clear()
+        return [lease.evaluator for lease in every if lease.evaluator is not None]
+
+    def stats(self) -> SetStats:
+        keys = {lease.key for lease in (*self._idle.values(), *self._leased.values())}
+        return SetStats(
+            len(self._leased), len(self._idle), len(keys), self.created, self.evicted, self.retired, self.resident_bytes
+        )
+
+
+def weigh(members: list[tuple[int, Evaluator]]) -> dict[int, int]:
+    """Each slot's evaluator's processes' bytes (:func:`proportional_bytes`): an evaluator that says which processes
+    it keeps (``process_ids()``, as ``LocalEvaluator`` does) is weighed by them, another one is weightless."""
+    return {slot: sum(map(proportional_bytes, _pids(evaluator))) for slot, evaluator in members}
+
+
+def _pids(evaluator: Evaluator) -> list[int]:
+    ids = getattr(evaluator, "process_ids", None)
+    try:
+        return list(ids()) if callable(ids) else []
+    except (OSError, RuntimeError, AttributeError):  # a process ending meanwhile
+        return []
+
+
+def proportional_bytes(pid: int) -> int:
+    """The proportional set size of ``pid`` (its resident pages, shared ones divided among their sharers); its
+    resident set where the kernel gives no rollup; 0 for a process that is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0

@@ -1,0 +1,185 @@
+"""The pool's dispatcher with stand-in evaluators (no processes): fairness, sharing, bounds, eviction and failures.
+
+The stand-ins record what the pool asks of them; real evaluators are in ``test_sharing.py`` and ``test_many_envs.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+import types
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from cudagym.backends import resolve_backend
+from cudagym.eval_config import EvalConfig
+from cudagym.pool import EvaluationPool, JobStage, PoolJob, PoolLimits
+from cudagym.results import Stage, Status, VerifyResult
+from cudagym.tasks.task import Task, TaskMetadata
+from cudagym.workspace import Workspace
+
+CPU = resolve_backend("cpu")
+CONFIG = EvalConfig()
+SOURCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * {k}\n"
+
+
+def task(k: int) -> Task:
+    return Task(id=f"stub/{k}", name=f"times {k}", source=SOURCE.format(k=k), metadata=TaskMetadata())
+
+
+class StubEvaluator:
+    """Answers verify after ``hold`` seconds (or once ``release`` is set), recording the sessions it served."""
+
+    made: list[StubEvaluator] = []
+
+    def __init__(self, task: Task, config: EvalConfig, log: list[str], hold: float = 0.0) -> None:
+        self.task, self.log, self.hold = task, log, hold
+        self.closed = threading.Event()
+        self.release = threading.Event()
+        self.raises = False
+        self.pids: list[int] = []
+
+    def verify(self, workspace: Workspace) -> VerifyResult:
+        if self.raises:
+            raise RuntimeError("the evaluator broke")
+        if self.hold < 0:  # stuck until closed
+            self.closed.wait(30)
+            return VerifyResult(Stage.VERIFY, Status.HARNESS_ERROR, "closed while it ran")
+        time.sleep(self.hold)
+        self.log.append(workspace.path.name)
+        return VerifyResult(Stage.VERIFY, Status.OK, f"{self.task.id} ok")
+
+    def process_ids(self) -> list[int]:
+        return self.pids
+
+    def close(self) -> None:
+        self.closed.set()
+
+
+@pytest.fixture
+def made() -> list[StubEvaluator]:
+    return []
+
+
+def make_pool(made: list[StubEvaluator], log: list[str], hold: float = 0.0, **limits: object) -> EvaluationPool:
+    def make(task: Task, config: EvalConfig) -> StubEvaluator:
+        made.append(StubEvaluator(task, config, log, hold))
+        return made[-1]
+
+    bounds = {"max_evaluators": 2, "max_per_task": 1, "compile_workers": 1, **limits}
+    return EvaluationPool(CPU, limits=PoolLimits(**bounds), make_evaluator=make)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def workspaces() -> Callable[[str], Workspace]:
+    """Stand-in workspaces named by session (the stand-in evaluator logs the name; verify jobs read nothing else)."""
+    return lambda name: types.SimpleNamespace(path=Path(name))  # type: ignore[return-value]
+
+
+def job(t: Task, ws: Workspace, session: str, **kw: object) -> PoolJob:
+    return PoolJob(JobStage.VERIFY, t, "cpu", CONFIG, ws, session=session, **kw)  # type: ignore[arg-type]
+
+
+def test_sessions_are_served_in_turn_and_share_one_evaluator_per_task(made, workspaces) -> None:
+    log: list[str] = []
+    pool = make_pool(made, log, hold=0.15)
+    try:
+        t = task(1)
+        busy = [pool.submit(job(t, workspaces("a"), "a")) for _ in range(8)]  # one session floods the queue
+        time.sleep(0.03)  # a's first job runs
+        late = [pool.submit(job(t, workspaces(s), s)) for s in ("b", "c")]
+        results = [f.result(timeout=30) for f in (*busy, *late)]
+    finally:
+        pool.close()
+    assert all(r.status is Status.OK for r in results)
+    assert len(made) == 1, "jobs of one task from three sessions did not share its evaluator"
+    # b and c are served in the next turns (a's second job had its turn before they came), not after a's backlog
+    assert log[:5] == ["a", "a", "b", "c", "a"], log
+
+
+def test_a_second_evaluator_for_a_task_only_while_its_jobs_queue(made, workspaces) -> None:
+    log: list[str] = []
+    pool = make_pool(made, log, hold=0.2, max_evaluators=4, max_per_task=2)
+    try:
+        t = task(1)
+        pool.run(job(t, workspaces("a"), "a"))
+        assert len(made) == 1
+        pool.run(job(t, workspaces("b"), "b"))  # one at a time: the idle evaluator serves it
+        assert len(made) == 1
+        both = [pool.submit(job(t, workspaces(s), s)) for s in ("a", "b", "c")]  # three at once: two evaluators
+        assert all(f.result(timeout=30).ok for f in both)
+    finally:
+        pool.close()
+    assert len(made) == 2 and pool.stats().evaluators.created == 2
+
+
+def test_least_recently_used_idle_evaluator_is_closed_at_the_count_bound(made, workspaces) -> None:
+    log: list[str] = []
+    pool = make_pool(made, log, max_evaluators=2)
+    try:
+        for k in (1, 2, 1, 3):  # task 2's evaluator is the least recently used when task 3 comes
+            assert pool.run(job(task(k), workspaces("a"), "a")).ok
+        stats = pool.stats().evaluators
+        assert made[1].closed.wait(5) and not made[0].closed.is_set() and not made[2].closed.is_set()
+    finally:
+        pool.close()
+    assert [e.task.id for e in made] == ["stub/1", "stub/2", "stub/3"]
+    assert stats.evicted == 1 and stats.idle == 2 and stats.keys == 2
+
+
+def test_idle_evaluators_are_closed_above_the_memory_bound(made, workspaces, monkeypatch) -> None:
+    monkeypatch.setattr("cudagym.pool.pool.EXPIRE_EVERY_S", 0.0)
+    log: list[str] = []
+    pool = make_pool(made, log, memory_bytes=1)  # any process is too much
+    try:
+        assert pool.run(job(task(1), workspaces("a"), "a")).ok
+        made[0].pids = [os.getpid()]
+        assert made[0].closed.wait(5), "the idle evaluator over the memory bound was not closed"
+        stats = pool.stats().evaluators
+        assert stats.idle == 0 and stats.evicted == 1 and stats.resident_bytes > 1
+        assert pool.run(job(task(1), workspaces("a"), "a")).ok  # a new one serves the task
+    finally:
+        pool.close()
+    assert len(made) == 2
+
+
+def test_an_evaluator_that_raises_is_replaced_and_its_job_is_a_harness_error(made, workspaces) -> None:
+    log: list[str] = []
+    pool = make_pool(made, log)
+    try:
+        assert pool.run(job(task(1), workspaces("a"), "a")).ok
+        made[0].raises = True
+        broken = pool.run(job(task(1), workspaces("a"), "a"))
+        after = pool.run(job(task(1), workspaces("b"), "b"))
+    finally:
+        pool.close()
+    assert isinstance(broken, VerifyResult) and broken.status is Status.HARNESS_ERROR
+    assert "the evaluator broke" in broken.message
+    assert made[0].closed.is_set() and len(made) == 2 and after.ok
+
+
+def test_a_job_past_its_deadline_is_answered_and_its_stuck_evaluator_closed(made, workspaces) -> None:
+    log: list[str] = []
+    pool = make_pool(made, log, hold=-1)
+    try:
+        start = time.monotonic()
+        stuck = pool.submit(job(task(1), workspaces("a"), "a", deadline_s=0.5))
+        queued = pool.submit(job(task(1), workspaces("b"), "b", deadline_s=0.3))  # waits for the stuck evaluator
+        first, second = stuck.result(timeout=10), queued.result(timeout=10)
+        took = time.monotonic() - start
+        assert made[0].closed.wait(5)
+    finally:
+        pool.close()
+    assert first.status is Status.HARNESS_ERROR and "ran past its deadline" in first.message
+    assert second.status is Status.HARNESS_ERROR and "waited in the queue past its deadline" in second.message
+    assert took < 3, took
+
+
+def test_a_closed_pool_answers_with_harness_errors(made, workspaces) -> None:
+    pool = make_pool(made, [])
+    pool.close()
+    result = pool.run(job(task(1), workspaces("a"), "a"))
+    assert result.status is Status.HARNESS_ERROR and "shut down" in result.message
