@@ -67,8 +67,11 @@ from handshake import (
 )
 from sampler import Sampler
 
-# memory the input sets beyond the first may take: cuda, a 64th of the device's memory up to 2 GiB (sixteen calls of a
-# few tens of microseconds each move that much); cpu, 128 MiB
+# memory the input sets beyond the first may take (twice over: the clock's private staging and the shared buffers):
+# cuda, a 64th of the device's memory up to 2 GiB (sixteen calls of a few tens of microseconds each move that much);
+# cpu, 128 MiB. On cuda a set larger than a quarter of it gets no second one: its calls are long enough for one call per
+# handshake, and a reference process and its candidate must stay within the device's memory slot
+# (``EvalConfig.memory_slots``)
 SET_BUDGET_CUDA_MAX = 1 << 31
 SET_BUDGET_CUDA_SHARE = 64
 SET_BUDGET_CPU = 1 << 27
@@ -186,7 +189,10 @@ class Clock:
         tensors = [x for x in template if isinstance(x, torch.Tensor)]
         set_bytes = sum(x.nbytes for x in tensors) + sum(t.get("nbytes", 0) for t in self.templates)
         self.moved_bytes = set_bytes  # what every correct call reads and writes at least
-        self.max_calls = max(1, min(MAX_CALLS, 1 + set_budget_bytes(device) // max(set_bytes, 1)))
+        budget = set_budget_bytes(device)
+        self.max_calls = max(1, min(MAX_CALLS, 1 + budget // max(set_bytes, 1)))
+        if self.cuda and set_bytes > budget // 4:
+            self.max_calls = 1
         if not self.cuda:
             self.max_calls = min(self.max_calls, MAX_CALLS_CPU)
         self.layout = [
