@@ -42,6 +42,16 @@ KEEP_CACHED = 1024**3  # unused device memory the reference process keeps reserv
 INDUCTOR_COMPILE_THREADS = 1
 
 
+def _give_back_cached_memory() -> None:
+    """Gives the device memory the caching allocator keeps unused back to the device once it exceeds
+    ``KEEP_CACHED``: after an input set is dropped (``drop``) and after a stage's clock is closed (``detach``: its
+    input sets, staging copies and flush buffer), so that an idle reference process holds no stage's peak."""
+    import torch
+
+    if torch.cuda.is_initialized() and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > KEEP_CACHED:
+        torch.cuda.empty_cache()
+
+
 class ReferenceServer:
     def __init__(self, channel: Channel) -> None:
         self.channel = channel
@@ -329,6 +339,8 @@ class ReferenceServer:
         if clock is not None:
             clock.end()
             clock.close()
+            del clock
+            _give_back_cached_memory()
         return {"ok": True}
 
     def compile_reference(self, key: str, background: bool = False, slot: str = "") -> dict[str, Any]:
@@ -481,11 +493,8 @@ class ReferenceServer:
         ``KEEP_CACHED`` lies unused: the caching allocator would otherwise keep every stage's peak reserved
         (14-40 GB per reference process of a GPU-sized task on the H200, which ran sixteen environments out of
         memory), while small tasks keep their blocks and skip the cost of allocating them again."""
-        import torch
-
         self.inputs.pop(key, None)
-        if torch.cuda.is_initialized() and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > KEEP_CACHED:
-            torch.cuda.empty_cache()
+        _give_back_cached_memory()
         return {"ok": True}
 
     def host_bandwidth(self, nbytes: int) -> dict[str, Any]:
