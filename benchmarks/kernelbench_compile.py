@@ -69,15 +69,24 @@ __global__ void matmul_kernel(const float* __restrict__ A, const float* __restri
   if (row < N && col < N) C[row * N + col] = acc;
 }
 """
+STREAM = """
+#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
+#include <c10/cuda/CUDAStream.h>
+static cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
+#else  // CPU-only torch headers lack c10/cuda's generated config: the legacy stream, so that the compile still runs
+static cudaStream_t current_stream() { return nullptr; }
+#endif
+"""
 LAUNCH = "matmul_kernel<<<dim3((N + TILE - 1) / TILE, (N + TILE - 1) / TILE), dim3(TILE, TILE), 0, stream>>>"
 KERNELBENCH_CUDA = (
-    "#include <torch/extension.h>\n#include <cuda_runtime.h>\n#include <c10/cuda/CUDAStream.h>\n"
+    "#include <torch/extension.h>\n#include <cuda_runtime.h>\n"
+    + STREAM
     + KERNEL
     + f"""
 torch::Tensor matmul_cuda(torch::Tensor A, torch::Tensor B) {{
   const int N = A.size(0);
   auto C = torch::empty({{N, N}}, A.options());
-  cudaStream_t stream = c10::cuda::getCurrentCUDAStream();
+  cudaStream_t stream = current_stream();
   {LAUNCH}(A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), N);
   return C;
 }}
@@ -93,26 +102,29 @@ void launch_matmul(const float* A, const float* B, float* C, int N, cudaStream_t
 }}
 """
 )
-WORKSPACE_BINDING = """#include "binding_registry.h"
-#include <c10/cuda/CUDAStream.h>
-
+WORKSPACE_BINDING = (
+    '#include "binding_registry.h"\n#include <cuda_runtime.h>\n'
+    + STREAM
+    + """
 void launch_matmul(const float* A, const float* B, float* C, int N, cudaStream_t stream);  // matmul.cu
 
 torch::Tensor matmul_forward(torch::Tensor A, torch::Tensor B) {
   const int N = A.size(0);
   auto C = torch::empty({N, N}, A.options());
-  launch_matmul(A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), N, c10::cuda::getCurrentCUDAStream());
+  launch_matmul(A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), N, current_stream());
   return C;
 }
 
 static void bind(pybind11::module_& m) { m.def("matmul_forward", &matmul_forward, "C = A @ B"); }
 REGISTER_BINDING(matmul, bind);
 """
+)
 
 
 def edited(source: str, token: str) -> str:
-    """``source`` with its kernel's marked line changed (a new constant), as an agent's edit changes a kernel."""
-    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {len(token)};  // {token}")
+    """``source`` with its kernel's marked line changed (a new constant in the code, so that neither the object cache
+    nor ccache has seen it), as an agent's edit changes a kernel."""
+    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull;")
 
 
 def kernelbench_request(cuda_source: str) -> dict[str, Any]:

@@ -256,8 +256,10 @@ class Builder:
                 return header
             if failed.exists():
                 return None
+            for stale in folder.glob("tmp-*.gch"):  # a build whose process ended first (the lock is ours now)
+                stale.unlink(missing_ok=True)
             header.write_text(text)
-            logger.info("building the precompiled header of the binding headers in %s", folder)
+            logger.info("building the precompiled header in %s", folder)
             started = time.monotonic()
             tmp = folder / f"tmp-{os.getpid()}-{threading.get_ident()}.gch"
             with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as scratch:
