@@ -16,7 +16,8 @@ Scenarios, each a compile of the build alone (no candidate process, no verify):
 
 * **cold**: a new empty cache folder (no objects, no precompiled header, an empty ccache): the first compile of a fresh
   install. It does not wait for the precompiled header, which is built in the background meanwhile (and waited for
-  afterwards, unmeasured). The median of ``--runs`` such compiles, each on a new folder.
+  afterwards, unmeasured); ``--wait-for-pch`` makes it wait, as compiles did before. The median of ``--runs`` such
+  compiles, each on a new folder.
 * **warm**: one line of the kernel edited (a constant of the CUDA kernel), the header built and everything else cached:
   the agent's inner loop. The median of ``--runs`` edits.
 * **unchanged**: the same sources again (a new episode submitting them): the cache hit.
@@ -176,7 +177,7 @@ def usable(result: CompileResult, links: bool) -> bool:
     return result.status is Status.OK or (not links and result.message == "Linking failed.")
 
 
-def measure(fmt: Format, backend: Backend, runs: int, root: Path, links: bool) -> dict[str, Any]:
+def measure(fmt: Format, backend: Backend, runs: int, root: Path, links: bool, wait: bool) -> dict[str, Any]:
     """Cold, warm and unchanged compiles of ``fmt`` (seconds of each run)."""
     task = load("builtin").get("builtin/relu")
     cold: list[float] = []
@@ -184,7 +185,7 @@ def measure(fmt: Format, backend: Backend, runs: int, root: Path, links: bool) -
     workspace: Workspace | None = None
     for run in range(runs):
         cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
-        builder = Builder(backend, cache_dir=cache, options=BuildOptions())
+        builder = Builder(backend, cache_dir=cache, options=BuildOptions(wait_for_pch=wait))
         workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
         started = time.monotonic()
         result = fmt.compile(builder, workspace, edited(fmt.kernel, uuid.uuid4().hex[:8]))
@@ -223,6 +224,9 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--formats", default="kernelbench,workspace")
     parser.add_argument("--json", default="")
+    parser.add_argument(
+        "--wait-for-pch", action="store_true", help="cold compiles wait for the precompiled header (the old way)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     os.environ.pop("CCACHE_DIR", None)  # a cold run starts with an empty ccache of its own
@@ -231,11 +235,12 @@ def main() -> None:
     else:
         backend = resolve_backend(args.backend)
     links = torch_links_cuda()
-    chosen = [f for f in FORMATS if f.name in args.formats.split(",")]
+    by_name = {f.name: f for f in FORMATS}
+    chosen = [by_name[name] for name in args.formats.split(",")]
     figures: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="cudagym-kb-compile-") as tmp:
         for fmt in chosen:
-            figures[fmt.name] = measure(fmt, backend, args.runs, Path(tmp), links)
+            figures[fmt.name] = measure(fmt, backend, args.runs, Path(tmp), links, args.wait_for_pch)
     print(
         f"\n{backend.device_name} ({backend.arch}), {os.cpu_count()} cores, {platform.node()}, {datetime.date.today()}"
     )
@@ -247,6 +252,7 @@ def main() -> None:
         print(f"{name:<12} {cold:>9.1f} {warm:>9.1f} {f['unchanged']:>14.2f}")
     if args.json:
         record = {"device": backend.device_name, "arch": backend.arch, "cores": os.cpu_count(), "links": links}
+        record["wait_for_pch"] = args.wait_for_pch
         Path(args.json).write_text(json.dumps({**record, "figures": figures}, indent=2))
 
 
