@@ -14,6 +14,8 @@ and nothing is looked up in a folder the candidate can write: what a call gets d
 
 from __future__ import annotations
 
+import importlib.abc
+import importlib.machinery
 import importlib.util
 import json
 import os
@@ -24,6 +26,30 @@ from typing import Any
 from inline_request import function_list, request_key, string_list
 
 Ask = Callable[[str, dict[str, Any]], dict[str, Any]]
+CPP_EXTENSION = "torch.utils.cpp_extension"
+
+
+class _PatchOnImport(importlib.abc.MetaPathFinder):
+    """Finds ``torch.utils.cpp_extension`` through the other finders and patches the module once it has run."""
+
+    def __init__(self, patch: Callable[[Any], None]) -> None:
+        self.patch = patch
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> importlib.machinery.ModuleSpec | None:
+        if name != CPP_EXTENSION:
+            return None
+        sys.meta_path.remove(self)  # once: the other finders find it, and later imports find it in sys.modules
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        run, patch = spec.loader.exec_module, self.patch
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            patch(module)
+
+        spec.loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
 
 
 def ask_over_channel(channel: Any) -> Ask:
@@ -49,11 +75,18 @@ class InlineLoader:
         self.ask = ask
 
     def install(self) -> None:
-        """Replaces torch's loaders (the module attributes every ``from ... import load_inline`` reads)."""
-        import torch.utils.cpp_extension as cpp_extension
+        """Replaces torch's loaders (the module attributes every ``from ... import load_inline`` reads): at once where
+        ``torch.utils.cpp_extension`` is imported already, else when it is first imported (most solutions never
+        import it, and its import costs a stage a tenth of a second)."""
+        module = sys.modules.get(CPP_EXTENSION)
+        if module is not None:
+            self._patch(module)
+        else:
+            sys.meta_path.insert(0, _PatchOnImport(self._patch))
 
-        cpp_extension.load_inline = self.load_inline
-        cpp_extension.load = self.load
+    def _patch(self, module: Any) -> None:
+        module.load_inline = self.load_inline
+        module.load = self.load
 
     def load_inline(
         self,
