@@ -27,7 +27,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Literal
 
@@ -71,6 +71,9 @@ class BuildOptions:
     timeout_seconds: float = 300.0
     jobs: int = 0  # parallel compiler processes; 0 = one per core
     use_pch: bool = True
+    # False: a compile that finds the precompiled header not built yet compiles without it while it is built in the
+    # background (a fresh machine's first compile never waits for it); True: the compile waits for it
+    wait_for_pch: bool = False
     # compile through ccache where it is installed (its own cache under <cache>/ccache unless $CCACHE_DIR is set):
     # it also serves an edit that changes no preprocessed token (a comment), which the object cache cannot
     ccache: bool = True
@@ -83,7 +86,9 @@ class BuildOptions:
 
 
 @dataclasses.dataclass(frozen=True)
-class _Unit:
+class CompileUnit:
+    """One translation unit: its compiler command (without ``-o``) and the content key its object is cached under."""
+
     source: Path
     kind: str  # "cu", "binding" or "cxx"
     command: tuple[str, ...]
@@ -91,7 +96,8 @@ class _Unit:
     pch: Path | None = None  # the precompiled header it includes
 
 
-def _sha(*parts: bytes | str) -> str:
+def content_hash(*parts: bytes | str) -> str:
+    """The sha256 (hex) of ``parts``, each ended by a NUL (so ``("ab", "c")`` and ``("a", "bc")`` differ)."""
     h = hashlib.sha256()
     for p in parts:
         h.update(p.encode() if isinstance(p, str) else p)
@@ -171,7 +177,7 @@ class Builder:
         """Flags of binding translation units (and of the precompiled header, which must match)."""
         return ["-fPIC", "-std=c++20", *self.options.binding_flags, *self._torch_flags()]
 
-    def _unit(self, source: Path, workspace: Path, header_digest: str, pch: Path | None) -> _Unit:
+    def _unit(self, source: Path, workspace: Path, header_digest: str, pch: Path | None) -> CompileUnit:
         tc = self.toolchain
         text = source.read_bytes()
         if source.suffix == ".cu":
@@ -180,18 +186,9 @@ class Builder:
                     f"{source.name}: .cu files need the cuda backend; on the cpu backend write C++ kernels "
                     f"(kernels/*.cpp) instead."
                 )
-            cmd = [
-                tc.nvcc,
-                f"-arch={self.backend.arch}",
-                "-Xcompiler",
-                "-fPIC",
-                "-Xptxas",
-                "-v",
-                *self.options.nvcc_flags,
-                *self._includes(workspace),
-                "-c",
-                str(source),
-            ]
+            cmd = nvcc_command(
+                tc.nvcc, [f"-arch={self.backend.arch}"], [*self.options.nvcc_flags, *self._includes(workspace)], source
+            )
             kind = "cu"
         elif _TORCH_INCLUDE_RE.search(text.decode("utf-8", errors="replace")):
             cmd = [tc.cxx, *self.binding_base_flags(), "-fdiagnostics-color=never"]
@@ -213,39 +210,56 @@ class Builder:
             kind = "cxx"
         # the key ignores the workspace's path: the same files give the same object in any workspace
         portable = [c.replace(str(workspace), "<ws>") for c in cmd]
-        key = _sha(tc.torch_version, self.backend.name, self.backend.arch, *portable, text, header_digest)
-        return _Unit(source, kind, tuple(cmd), key, pch if kind == "binding" else None)
+        key = content_hash(tc.torch_version, self.backend.name, self.backend.arch, *portable, text, header_digest)
+        return CompileUnit(source, kind, tuple(cmd), key, pch if kind == "binding" else None)
 
     # -- precompiled header ------------------------------------------------------------------------
 
-    def pch_folder(self) -> Path:
-        """Where the precompiled header of this toolchain and these flags lives: one folder per compiler binary,
-        torch version, header text and flags, however the compiler and the include folders are spelled (``g++``,
-        ``/usr/bin/g++`` and a symlink to it share one)."""
-        flags = [_real_path(flag) for flag in self.binding_base_flags()]
-        key = _sha(compiler_identity(self.toolchain.cxx), self.toolchain.torch_version, PCH_HEADER, *flags)[:20]
+    def pch_folder(self, text: str = PCH_HEADER, flags: Sequence[str] | None = None) -> Path:
+        """Where the precompiled header ``text`` (the binding headers by default) for ``flags`` (the binding flags by
+        default) lives: one folder per compiler binary, torch version, header text and flags, however the compiler
+        and the include folders are spelled (``g++``, ``/usr/bin/g++`` and a symlink to it share one)."""
+        real = [_real_path(flag) for flag in (self.binding_base_flags() if flags is None else flags)]
+        key = content_hash(compiler_identity(self.toolchain.cxx), self.toolchain.torch_version, text, *real)[:20]
         return self.cache_dir / "pch" / key
 
-    def precompiled_header(self) -> Path | None:
-        """The PCH of the binding headers for these flags, built once (under a file lock) and shared."""
+    def precompiled_header(
+        self, text: str = PCH_HEADER, flags: Sequence[str] | None = None, *, wait: bool = True
+    ) -> Path | None:
+        """The PCH of ``text`` (the binding headers by default) for ``flags`` (the binding flags by default), built
+        once (under a file lock) and shared; None where it cannot be used. ``wait=False``: a header not built yet is
+        built in a background thread and None is returned at once (the caller compiles without it meanwhile)."""
         if not self.options.use_pch:
             return None
-        flags = self.binding_base_flags()
-        folder = _atomic_dir(self.pch_folder())
+        flags = list(self.binding_base_flags() if flags is None else flags)
+        folder = _atomic_dir(self.pch_folder(text, flags))
         header = folder / "cudagym_pch.h"
         gch = folder / "cudagym_pch.h.gch"
-        failed = folder / "FAILED"
         if gch.exists():
             cache_bound.touch(folder)
             return header
-        if failed.exists():
+        if (folder / "FAILED").exists():
             return None
+        if not wait:
+            _build_in_background(folder, lambda: self._build_header(folder, text, flags))
+            return None
+        return self._build_header(folder, text, flags)
+
+    def _build_header(self, folder: Path, text: str, flags: list[str]) -> Path | None:
+        """Builds the precompiled header in ``folder`` under its file lock (one builder at a time on the machine)."""
+        header = folder / "cudagym_pch.h"
+        gch = folder / "cudagym_pch.h.gch"
+        failed = folder / "FAILED"
         with open(folder / ".lock", "w") as lock:
             fcntl.flock(lock, fcntl.LOCK_EX)
             if gch.exists():
                 return header
-            header.write_text(PCH_HEADER)
-            logger.info("building the precompiled header of the binding headers in %s", folder)
+            if failed.exists():
+                return None
+            for stale in folder.glob("tmp-*.gch"):  # a build whose process ended first (the lock is ours now)
+                stale.unlink(missing_ok=True)
+            header.write_text(text)
+            logger.info("building the precompiled header in %s", folder)
             started = time.monotonic()
             tmp = folder / f"tmp-{os.getpid()}-{threading.get_ident()}.gch"
             with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as scratch:
@@ -260,6 +274,15 @@ class Builder:
             logger.info("precompiled header built in %.1f s", time.monotonic() - started)
         cache_bound.maybe_sweep(self.cache_dir, self.options.cache_limits)
         return header
+
+    def _built_unit(self, source: Path, workspace: Path, header_digest: str, pch: Path | None) -> CompileUnit:
+        """The unit of ``source``: compiled against ``pch`` where given, unless its object compiled without the
+        header (while it was being built) is in the cache already, which serves just as well."""
+        unit = self._unit(source, workspace, header_digest, pch)
+        if unit.pch is None or (self.objects_dir / f"{unit.key}.o").exists():
+            return unit
+        plain = self._unit(source, workspace, header_digest, None)
+        return plain if (self.objects_dir / f"{plain.key}.o").exists() else unit
 
     # -- build -------------------------------------------------------------------------------------
 
@@ -284,20 +307,33 @@ class Builder:
         if not sources:
             return _fail(Status.COMPILE_ERROR, "Nothing to compile: write kernels/*.cu or kernels/*.cpp first.", start)
         headers = sorted(p for p in workspace.writable_files() if p.suffix in (".h", ".cuh"))
-        header_digest = _sha(
+        header_digest = content_hash(
             *(p.name.encode() + b"\0" + p.read_bytes() for p in headers),
             (TEMPLATES / "binding_registry.h").read_bytes(),
         )
         try:
-            wants_pch = any(_TORCH_INCLUDE_RE.search(p.read_text(errors="replace")) for p in sources)
-            pch = self.precompiled_header() if wants_pch else None
-            units = [self._unit(ws / "binding.cpp", ws, header_digest, self.precompiled_header())]
-            units += [self._unit(p, ws, header_digest, pch) for p in sources]
+            # binding.cpp always wants the header; a kernel file only when it includes torch's headers
+            pch = self.precompiled_header(wait=self.options.wait_for_pch)
+            units = [self._built_unit(p, ws, header_digest, pch) for p in [ws / "binding.cpp", *sources]]
         except _SetupError as e:
             return _fail(Status.COMPILE_ERROR, str(e), start)
-        link_flags = self._link_flags()
-        build_key = _sha(*(u.key for u in units), *link_flags)
-        artifact = self.builds_dir / build_key[:32] / f"{EXTENSION_NAME}.so"
+        return self.build_units(units, ws, start=start)
+
+    def build_units(
+        self,
+        units: Sequence[CompileUnit],
+        ws: Path,
+        *,
+        start: float,
+        name: str = EXTENSION_NAME,
+        link_extra: Sequence[str] = (),
+        readonly: Sequence[Path] = (),
+    ) -> CompileResult:
+        """Compiles the units whose objects are not cached (in ``ws``, which the compiler sees with ``readonly``) and
+        links ``name`` with ``link_extra``; a build of the same objects and flags is served from the cache."""
+        link_flags = self._link_flags(link_extra)
+        build_key = content_hash(*(u.key for u in units), *link_flags, name)
+        artifact = self.builds_dir / build_key[:32] / f"{name}.so"
         ptxas_logs = {u.source.name: self.objects_dir / f"{u.key}.log" for u in units if u.kind == "cu"}
         if artifact.exists():
             cache_bound.touch(artifact.parent)
@@ -316,7 +352,7 @@ class Builder:
         for unit in units:
             if unit not in todo:
                 cache_bound.touch(self.objects_dir / f"{unit.key}.o")
-        outputs = self._compile_all(todo, ws)
+        outputs = self._compile_all(todo, ws, readonly)
         failures = [(u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code != 0]
         warnings = [(u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code == 0 and out.strip()]
         replace = {str(ws): "", str(self.cache_dir): "<cache>"}
@@ -337,7 +373,7 @@ class Builder:
                 objects_compiled=len(todo) - len(failures),
                 objects_reused=len(units) - len(todo),
             )
-        code, link_out = self._link(units, artifact)
+        code, link_out = self._link(units, artifact, link_extra)
         cache_bound.maybe_sweep(self.cache_dir, self.options.cache_limits)
         if code != 0:
             link_diag = clean(link_out, self.options.diagnostics_chars, replace_paths=replace)
@@ -354,7 +390,7 @@ class Builder:
         return CompileResult(
             stage=Stage.COMPILE,
             status=Status.OK,
-            message=f"Built cuda_extension ({len(todo)} compiled, {len(units) - len(todo)} reused).",
+            message=f"Built {name} ({len(todo)} compiled, {len(units) - len(todo)} reused).",
             seconds=time.monotonic() - start,
             diagnostics=diagnostics,
             commands=commands,
@@ -365,14 +401,16 @@ class Builder:
             kernels=_resources(ptxas_logs),
         )
 
-    def _compile_all(self, units: Sequence[_Unit], ws: Path) -> list[tuple[int, str]]:
+    def _compile_all(
+        self, units: Sequence[CompileUnit], ws: Path, readonly: Sequence[Path] = ()
+    ) -> list[tuple[int, str]]:
         if not units:
             return []
         jobs = self.options.jobs or os.cpu_count() or 1
         with concurrent.futures.ThreadPoolExecutor(max_workers=min(jobs, len(units))) as pool:
-            return list(pool.map(lambda u: self._compile_one(u, ws), units))
+            return list(pool.map(lambda u: self._compile_one(u, ws, readonly), units))
 
-    def _compile_one(self, unit: _Unit, ws: Path) -> tuple[int, str]:
+    def _compile_one(self, unit: CompileUnit, ws: Path, also_readonly: Sequence[Path] = ()) -> tuple[int, str]:
         final = self.objects_dir / f"{unit.key}.o"
         with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as tmp:
             out = Path(tmp) / "out.o"
@@ -382,7 +420,7 @@ class Builder:
             writable = []
             if extra is not None:
                 writable.append(_atomic_dir(Path(extra["CCACHE_DIR"])))
-            readonly = [ws] + ([unit.pch.parent] if unit.pch is not None else [])
+            readonly = [ws, *also_readonly] + ([unit.pch.parent] if unit.pch is not None else [])
             code, text = self._run(
                 [launcher, *command] if launcher else command,
                 ws,
@@ -398,7 +436,7 @@ class Builder:
                 os.replace(final.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp"), final)
         return code, text
 
-    def _link_flags(self) -> list[str]:
+    def _link_flags(self, extra: Sequence[str] = ()) -> list[str]:
         tc = self.toolchain
         flags = [
             "-shared",
@@ -414,16 +452,16 @@ class Builder:
         if self.backend.is_cuda and tc.cuda_home:
             lib = Path(tc.cuda_home) / "lib64"
             flags += [f"-L{lib}", f"-Wl,-rpath,{lib}", "-lcudart", "-lc10_cuda", "-ltorch_cuda"]
-        return flags
+        return [*flags, *extra]
 
-    def _link(self, units: Sequence[_Unit], artifact: Path) -> tuple[int, str]:
+    def _link(self, units: Sequence[CompileUnit], artifact: Path, extra: Sequence[str] = ()) -> tuple[int, str]:
         folder = artifact.parent
         tmp_dir = Path(tempfile.mkdtemp(prefix="link-", dir=self.builds_dir))
         scratch = Path(tempfile.mkdtemp(prefix="cudagym-cc-"))
         try:
             tmp = tmp_dir / artifact.name
             objects = [self.objects_dir / f"{u.key}.o" for u in units]
-            flags = self._link_flags()
+            flags = self._link_flags(extra)
 
             def link(flags: list[str]) -> tuple[int, str]:
                 command = [self.toolchain.cxx, *map(str, objects), *flags, "-o", str(tmp)]
@@ -453,6 +491,35 @@ class Builder:
 
 class _SetupError(Exception):
     pass
+
+
+_BACKGROUND: dict[Path, threading.Thread] = {}  # precompiled headers being built in this process, by folder
+_BACKGROUND_LOCK = threading.Lock()
+
+
+def _build_in_background(folder: Path, build: Callable[[], object]) -> None:
+    """Runs ``build`` (a precompiled header's) in a daemon thread, unless one for ``folder`` is running already."""
+    with _BACKGROUND_LOCK:
+        running = _BACKGROUND.get(folder)
+        if running is not None and running.is_alive():
+            return
+        thread = threading.Thread(target=build, name="cudagym-pch", daemon=True)
+        _BACKGROUND[folder] = thread
+        thread.start()
+
+
+def join_background_headers(timeout: float | None = None) -> None:
+    """Waits for the precompiled headers being built in the background (benchmarks and tests)."""
+    with _BACKGROUND_LOCK:
+        threads = list(_BACKGROUND.values())
+    for thread in threads:
+        thread.join(timeout)
+
+
+def nvcc_command(nvcc: str, arch: Sequence[str], flags: Sequence[str], source: Path) -> list[str]:
+    """nvcc compiling ``source`` to an object (``-o`` added by the caller) for ``arch`` with ``flags``: position
+    independent, with ptxas's per-kernel resource report (``parse_ptxas``)."""
+    return [nvcc, *arch, "-Xcompiler", "-fPIC", "-Xptxas", "-v", *flags, "-c", str(source)]
 
 
 def compiler_identity(cxx: str) -> str:

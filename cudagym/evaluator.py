@@ -46,6 +46,7 @@ from cudagym.fault_text import find_cuda_fault
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.common import WARMUP_SLOT_ENV
 from cudagym.harness.timing import TimingConfig
+from cudagym.inline_build import InlineBuilder
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
@@ -108,6 +109,7 @@ class LocalEvaluator:
         self.config = config or EvalConfig()
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.builder = builder or Builder(backend, cache_dir=self.cache_dir, options=self.config.build)
+        self.inline_builder = InlineBuilder(self.builder)
         self.verdicts = VerdictStore(self.cache_dir)  # the input probe's verdicts (``input_verdict``)
         self._reference: ReferenceProcess | None = None
         self._loaded_task: str | None = None  # the task the reference process holds
@@ -120,7 +122,8 @@ class LocalEvaluator:
         self.ahead_marks: dict[str, float] = {}
         self._ahead_start = time.monotonic()
         self._eval_mode = False
-        self._single_file_ok: set[str] = set()
+        # single-file solutions compiled: their digest -> (load_inline request key -> library built for it)
+        self._inline_builds: dict[str, dict[str, str]] = {}
         self._peak_bandwidth: float | None = None
         self._tampered: tuple[str, ...] = ()
         self._timing: TimingConfig | None = None  # ``config.timing`` with the hold kernel (``timing``)
@@ -235,8 +238,7 @@ class LocalEvaluator:
     def _child_env(self) -> dict[str, str]:
         """Environment additions for candidate processes. On the cpu backend they see no GPU, also on a
         machine that has one: they need none, and the sandbox's namespaces apply only where none is seen."""
-        env = {"TORCH_EXTENSIONS_DIR": str(self.cache_dir / "torch_extensions")}
-        env.update(warmup_slot_env(self.backend, self.cache_dir))
+        env = warmup_slot_env(self.backend, self.cache_dir)
         env.update(bytecode.child_env(self.bytecode_dir))
         if not self.backend.is_cuda:
             env["CUDA_VISIBLE_DEVICES"] = ""
@@ -246,12 +248,11 @@ class LocalEvaluator:
         return env
 
     def _compile_single_file(self, workspace: Workspace) -> CompileResult:
-        """Imports model_new.py in a candidate process, which builds its load_inline kernels (cached by torch
-        under the cache directory, so later stages load them without rebuilding)."""
+        """Imports model_new.py in a candidate process; each of its load_inline/load calls is built by the trusted
+        builder as it comes (``cudagym.inline_build``), and the later stages are given those builds (by request key)."""
         start = time.monotonic()
-        source = (workspace.path / "model_new.py").read_bytes()
-        digest = hashlib.sha256(source + self.backend.arch.encode()).hexdigest()[:16]
-        if digest in self._single_file_ok:
+        digest = single_file_digest(workspace, self.backend.arch)
+        if digest in self._inline_builds:
             return CompileResult(
                 stage=Stage.COMPILE,
                 status=Status.OK,
@@ -259,9 +260,15 @@ class LocalEvaluator:
                 build_hash=digest,
                 message="model_new.py is unchanged since it last built (cached).",
             )
-        job = {"mode": "import", "workspace": str(workspace.path)}
-        child, finished, code = self.pool.run(job, self.config.build.timeout_seconds)
-        status, message, _sig = classify(child, finished, code, self.config.build.timeout_seconds)
+        timeout = self.config.build.timeout_seconds
+        child = self.pool.start({"mode": "import", "workspace": str(workspace.path)})
+        builds, built = self._serve_inline_builds(child, workspace, start + timeout)
+        failed = next((result for result in built if not result.ok), None)
+        if failed is not None:
+            self.pool.discard(child)
+            return dataclasses.replace(failed, seconds=time.monotonic() - start)
+        finished, code = self.pool.finish(child, start + timeout)
+        status, message, _sig = classify(child, finished, code, timeout)
         diagnostics = candidate_output(child, workspace, self.config.output_chars)
         if status is not Status.OK:
             return CompileResult(
@@ -271,15 +278,41 @@ class LocalEvaluator:
                 message=f"Importing the single-file model_new.py failed: {message}",
                 diagnostics=diagnostics,
             )
-        self._single_file_ok.add(digest)
+        self._inline_builds[digest] = builds
+        names = ", ".join(Path(result.artifact or "").stem for result in built)
         return CompileResult(
             stage=Stage.COMPILE,
             status=Status.OK,
             seconds=time.monotonic() - start,
-            message="Imported the single-file model_new.py (its load_inline kernels are built).",
-            diagnostics=diagnostics,
+            message=f"Imported the single-file model_new.py (built: {names or 'no load_inline call'}).",
+            diagnostics="\n".join(filter(None, [*(r.diagnostics for r in built), diagnostics])),
             build_hash=digest,
+            cached=bool(built) and all(result.cached for result in built),
+            objects_compiled=sum(result.objects_compiled for result in built),
+            objects_reused=sum(result.objects_reused for result in built),
+            commands=tuple(command for result in built for command in result.commands),
+            kernels=tuple(kernel for result in built for kernel in result.kernels),
         )
+
+    def _serve_inline_builds(
+        self, child: Child, workspace: Workspace, deadline: float
+    ) -> tuple[dict[str, str], list[CompileResult]]:
+        """Builds what the importing candidate asks for (``stage: build``) and answers it, until it is done, fails
+        or a build fails; returns (request key -> library, every build's result in order)."""
+        builds: dict[str, str] = {}
+        built: list[CompileResult] = []
+        while True:
+            message = child.receive(deadline)
+            if message is None or message.get("ok") is False or message.get("stage") == "done":
+                return builds, built
+            if message.get("stage") != "build":
+                continue
+            key, result = self.inline_builder.build(message.get("request"), workspace)
+            built.append(result)
+            if not result.ok:
+                return builds, built
+            builds[key] = str(result.artifact)
+            child.send({"artifact": result.artifact})
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -421,6 +454,7 @@ class LocalEvaluator:
             "mode": "serve",
             "workspace": str(workspace.path),
             "extension": compiled.artifact,
+            "inline_builds": self._inline_builds.get(compiled.build_hash or "", {}),
             "state_path": str(state),
             "device": self.backend.device,
             "dtype": self.task.metadata.dtype,
@@ -1020,6 +1054,15 @@ def _harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> A
 def is_single_file(workspace: Workspace) -> bool:
     """A KernelBench-style solution: no kernel sources, everything (load_inline) inside model_new.py."""
     return not workspace.kernel_sources() and (workspace.path / "model_new.py").is_file()
+
+
+def single_file_digest(workspace: Workspace, arch: str) -> str:
+    """What a single-file solution's build depends on: model_new.py, the workspace's other files (``load`` may read
+    them) and the device's architecture."""
+    files = sorted(workspace.writable_files())
+    return hashlib.sha256(
+        b"\0".join([arch.encode(), *(f"{p.relative_to(workspace.path)}".encode() + p.read_bytes() for p in files)])
+    ).hexdigest()[:16]
 
 
 def merge_findings(findings: list[IntegrityFinding]) -> tuple[IntegrityFinding, ...]:

@@ -180,13 +180,15 @@ MAX_CPP_FRAMES = 3
 
 
 def is_own_cpp_frame(symbol: str, where: str) -> bool:
-    """Whether a C++ frame lies in the agent's code: its extension (``cuda_extension``, or a ``load_inline`` module
-    under ``torch_extensions``) or a file of its workspace (``kernels/...``, ``binding.cpp``)."""
+    """Whether a C++ frame lies in the agent's code: its extension (``cuda_extension``, or a ``load_inline`` module,
+    built into the cache's ``builds`` folder or, by torch itself, under ``torch_extensions``) or a file of its
+    workspace (``kernels/...``, ``binding.cpp``)."""
     if symbol.startswith("<unknown function>"):
         return False
     return (
         "cuda_extension" in where
         or "torch_extensions" in where
+        or "/builds/" in where
         or where.startswith(("kernels/", "binding.cpp"))
         or "/kernels/" in where
     )

@@ -1,7 +1,8 @@
 """``cudagym prepare``: what a machine's first cycle would otherwise build, made ahead of time.
 
 Three things are made once per installation and cache directory and shared by every evaluator after: the
-precompiled header of the binding headers (about 20 s, which a first ``compile`` waits for), the trusted
+precompiled header of the binding headers (about 20 s; a first ``compile`` that finds it missing compiles without it
+while it is built in the background, which is slower than compiling against it), the trusted
 clock's GPU library (cuda; a second or two) and, where the Python installation holds no bytecode,
 the children's bytecode cache (``cudagym/bytecode.py``; about 11 s of one core on the H200 machine, which the
 reference process's imports would otherwise pay). Run it where an image is built or a machine is set up, with the

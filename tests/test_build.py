@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -262,10 +263,12 @@ def test_inside_the_compiler_sandbox_only_its_view_is_there(builder: Builder, tm
 def test_sandboxed_builds_use_the_precompiled_header_and_the_launcher_is_cheap(
     builder: Builder, tmp_path: Path
 ) -> None:
+    waiting = Builder(resolve_backend("cpu"), cache_dir=builder.cache_dir, options=BuildOptions(wait_for_pch=True))
     workspace = relu_workspace(tmp_path)
     workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int pch_{unique()} = 1;\n")
-    workspace.write("kernels/relu_binding.cpp", (workspace.path / "kernels/relu_binding.cpp").read_text() + "\n//\n")
-    result = builder.build(workspace)
+    binding = (workspace.path / "kernels/relu_binding.cpp").read_text()
+    workspace.write("kernels/relu_binding.cpp", binding + f"\n// {unique()}\n")
+    result = waiting.build(workspace)
     assert result.status is Status.OK, result.diagnostics
     assert any("cudagym_pch.h" in c for c in result.commands) and "pch" not in result.diagnostics.lower()
     prefix = builder.sandbox.prefix(cwd=tmp_path, writable=[tmp_path])
@@ -296,3 +299,28 @@ def test_without_a_sandbox_the_compiler_runs_as_before_and_says_why(
     assert fallback.build(workspace).status is Status.OK
     off = Builder(resolve_backend("cpu"), cache_dir=cache_dir, options=BuildOptions(sandbox=False))
     assert not off.isolation.sandboxed and "BuildOptions.sandbox=False" in off.isolation.summary()
+
+
+def test_the_first_compile_does_not_wait_for_the_precompiled_header(
+    builder: Builder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On a fresh cache the header is built in the background: the compile goes on without it and is done first."""
+    started, release = threading.Event(), threading.Event()
+
+    def slow_header(self: Builder, folder: Path, text: str, flags: list[str]) -> Path | None:
+        started.set()
+        release.wait(120)
+        return None
+
+    monkeypatch.setattr(Builder, "_build_header", slow_header)
+    monkeypatch.setattr(Builder, "pch_folder", lambda self, text=build.PCH_HEADER, flags=None: tmp_path / "new-pch")
+    workspace = relu_workspace(tmp_path)
+    workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + f"\nstatic const int first_{unique()} = 3;\n")
+    try:
+        result = builder.build(workspace)
+        assert result.status is Status.OK, result.diagnostics
+        assert started.is_set() and not release.is_set()  # the header was still being built when the compile ended
+        assert result.commands and not any("cudagym_pch.h" in command for command in result.commands)
+    finally:
+        release.set()
+        build.join_background_headers(60)

@@ -9,6 +9,7 @@ import secrets
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cudagym_testing import write_all
@@ -80,9 +81,9 @@ def test_preparation_ahead_builds_the_precompiled_header_before_the_first_compil
     callers: list[str] = []
     real = Builder.precompiled_header
 
-    def recording(self: Builder) -> Path | None:
+    def recording(self: Builder, *args: Any, **kwargs: Any) -> Path | None:
         callers.append(threading.current_thread().name)
-        return real(self)
+        return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Builder, "precompiled_header", recording)
     config = dataclasses.replace(fast_config, prepare_ahead=True)

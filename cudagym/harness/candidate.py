@@ -64,8 +64,13 @@ from handshake import (
     span_bytes,
     wake,
 )
+from inline_loader import InlineLoader, ask_over_channel
 
 HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
+HARNESS_MODULES = (
+    *("candidate", "common", "gpulib", "handshake", "timing", "compare", "freezer", "child", "forkserver"),
+    *("inline_loader", "inline_request"),
+)
 PR_SET_PTRACER, PR_SET_PTRACER_ANY = 0x59616D61, ctypes.c_ulong(-1)
 # the aten operators a call dispatches are recorded on the first call and on a random one in this many after it: the
 # recording costs a call tens of microseconds of Python the eager baseline does not pay, so most calls, and the median
@@ -102,6 +107,7 @@ def build_model(job: dict[str, Any]) -> Any:
     import torch
 
     state = torch.load(job["state_path"], weights_only=True)
+    InlineLoader(builds=job.get("inline_builds")).install()
     if job.get("extension"):
         load_extension(job["extension"])
     model = import_model_new(job["workspace"])(*state["init_inputs"])
@@ -346,7 +352,7 @@ def _calibration_call(templates: list[dict[str, Any]], device: str) -> Any:
 
 def hide_harness() -> None:
     """Takes the harness's modules out of the import system, so that the agent's code cannot ``import`` them."""
-    for name in ("candidate", "common", "gpulib", "handshake", "timing", "compare", "freezer", "child", "forkserver"):
+    for name in HARNESS_MODULES:
         sys.modules.pop(name, None)
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HARNESS_DIR]
 
@@ -397,7 +403,9 @@ def run(job: dict[str, Any], channel: Channel, watch: Watch) -> None:
     if job["mode"] == "import":
         channel.send(stage="load")
         try:
-            import_model_new(job["workspace"])  # a single-file solution builds its kernels (load_inline) here
+            # a single-file solution's load_inline calls are built here, by the trusted builder it asks
+            InlineLoader(ask=ask_over_channel(channel)).install()
+            import_model_new(job["workspace"])
         except BaseException as exc:
             channel.send(stage="load", ok=False, error=describe_exception(exc))
             return

@@ -1,0 +1,260 @@
+"""Compile time of one kernel in KernelBench's single-file format and in cudagym's workspace layout, cold and warm.
+
+    python benchmarks/kernelbench_compile.py --backend cuda --runs 3 --json kernelbench_compile.json
+
+Both formats hold the same kernel: a tiled fp32 matmul of two 4096x4096 matrices.
+
+* **kernelbench**: ``model_new.py`` builds it with ``load_inline`` (a declaration in ``cpp_sources``, the kernel and its
+  torch wrapper in ``cuda_sources`` with ``#include <torch/extension.h>``, ``functions=[...]``), as KernelBench's
+  solutions do. It is built the way cudagym builds it: the request a candidate's ``load_inline`` sends
+  (``cudagym/harness/inline_loader.py``) goes through ``cudagym.inline_build.InlineBuilder`` (``main.cpp`` against a
+  precompiled ``torch/extension.h``, ``cuda.cu`` by nvcc, objects cached by content, ccache, the compiler sandbox).
+* **workspace**: ``kernels/matmul.cu`` (the kernel and its launcher, no torch header) and ``kernels/matmul_binding.cpp``
+  (the torch wrapper, registered through ``binding_registry.h``), built by ``cudagym.build.Builder``.
+
+Scenarios, each a compile of the build alone (no candidate process, no verify):
+
+* **cold**: a new empty cache folder (no objects, no precompiled header, an empty ccache): the first compile of a fresh
+  install. It does not wait for the precompiled header, which is built in the background meanwhile (and waited for
+  afterwards, unmeasured); ``--wait-for-pch`` makes it wait, as compiles did before. The median of ``--runs`` such
+  compiles, each on a new folder.
+* **warm**: one line of the kernel edited (a constant of the CUDA kernel), the header built and everything else cached:
+  the agent's inner loop. The median of ``--runs`` edits.
+* **unchanged**: the same sources again (a new episode submitting them): the cache hit.
+
+Where torch has no CUDA libraries (a machine with nvcc but CPU-only torch) a CUDA extension cannot be linked; the
+figures are then the compile alone, the link's failure (fractions of a second) included, and the table says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import datetime
+import json
+import logging
+import os
+import platform
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from cudagym.backends import Backend, resolve_backend
+from cudagym.build import Builder, BuildOptions, join_background_headers
+from cudagym.inline_build import InlineBuilder
+from cudagym.results import CompileResult, Status
+from cudagym.tasks import load
+from cudagym.workspace import Workspace
+
+logger = logging.getLogger("kernelbench_compile")
+
+KERNEL = r"""
+#define TILE 32
+__global__ void matmul_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C, int N) {
+  __shared__ float As[TILE][TILE];
+  __shared__ float Bs[TILE][TILE];
+  const int row = blockIdx.y * TILE + threadIdx.y, col = blockIdx.x * TILE + threadIdx.x;
+  float acc = 0.0f;  // EDIT
+  for (int t = 0; t < N; t += TILE) {
+    As[threadIdx.y][threadIdx.x] = (row < N && t + threadIdx.x < N) ? A[row * N + t + threadIdx.x] : 0.0f;
+    Bs[threadIdx.y][threadIdx.x] = (col < N && t + threadIdx.y < N) ? B[(t + threadIdx.y) * N + col] : 0.0f;
+    __syncthreads();
+#pragma unroll
+    for (int k = 0; k < TILE; ++k) acc += As[threadIdx.y][k] * Bs[k][threadIdx.x];
+    __syncthreads();
+  }
+  if (row < N && col < N) C[row * N + col] = acc;
+}
+"""
+STREAM = """
+#if __has_include(<c10/cuda/impl/cuda_cmake_macros.h>)
+#include <c10/cuda/CUDAStream.h>
+static cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream(); }
+#else  // CPU-only torch headers lack c10/cuda's generated config: the legacy stream, so that the compile still runs
+static cudaStream_t current_stream() { return nullptr; }
+#endif
+"""
+LAUNCH = "matmul_kernel<<<dim3((N + TILE - 1) / TILE, (N + TILE - 1) / TILE), dim3(TILE, TILE), 0, stream>>>"
+KERNELBENCH_CUDA = (
+    "#include <torch/extension.h>\n#include <cuda_runtime.h>\n"
+    + STREAM
+    + KERNEL
+    + f"""
+torch::Tensor matmul_cuda(torch::Tensor A, torch::Tensor B) {{
+  const int N = A.size(0);
+  auto C = torch::empty({{N, N}}, A.options());
+  cudaStream_t stream = current_stream();
+  {LAUNCH}(A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), N);
+  return C;
+}}
+"""
+)
+KERNELBENCH_CPP = "torch::Tensor matmul_cuda(torch::Tensor A, torch::Tensor B);"
+WORKSPACE_CU = (
+    "#include <cuda_runtime.h>\n"
+    + KERNEL
+    + f"""
+void launch_matmul(const float* A, const float* B, float* C, int N, cudaStream_t stream) {{
+  {LAUNCH}(A, B, C, N);
+}}
+"""
+)
+WORKSPACE_BINDING = (
+    '#include "binding_registry.h"\n#include <cuda_runtime.h>\n'
+    + STREAM
+    + """
+void launch_matmul(const float* A, const float* B, float* C, int N, cudaStream_t stream);  // matmul.cu
+
+torch::Tensor matmul_forward(torch::Tensor A, torch::Tensor B) {
+  const int N = A.size(0);
+  auto C = torch::empty({N, N}, A.options());
+  launch_matmul(A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), N, current_stream());
+  return C;
+}
+
+static void bind(pybind11::module_& m) { m.def("matmul_forward", &matmul_forward, "C = A @ B"); }
+REGISTER_BINDING(matmul, bind);
+"""
+)
+
+
+def edited(source: str, token: str) -> str:
+    """``source`` with its kernel's marked line changed (a new constant in the code, so that neither the object cache
+    nor ccache has seen it), as an agent's edit changes a kernel."""
+    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull;")
+
+
+def kernelbench_request(cuda_source: str) -> dict[str, Any]:
+    """What the candidate's ``load_inline(name="matmul_ext", cpp_sources=..., cuda_sources=..., functions=[...],
+    extra_cuda_cflags=["-O3"])`` sends to the trusted builder."""
+    return {
+        "loader": "load_inline",
+        "name": "matmul_ext",
+        "cpp_sources": [KERNELBENCH_CPP],
+        "cuda_sources": [cuda_source],
+        "functions": [["matmul_cuda", "matmul_cuda"]],
+        "with_pytorch_error_handling": True,
+        "no_implicit_headers": False,
+        "extra_cflags": [],
+        "extra_cuda_cflags": ["-O3"],
+        "extra_ldflags": [],
+        "extra_include_paths": [],
+        "with_cuda": True,
+    }
+
+
+@dataclasses.dataclass
+class Format:
+    """One source format: how to compile a version of its kernel with a given cache folder."""
+
+    name: str
+    compile: Callable[[Builder, Workspace, str], CompileResult]  # (builder, workspace, kernel source)
+    kernel: str
+
+
+def compile_kernelbench(builder: Builder, workspace: Workspace, cuda_source: str) -> CompileResult:
+    return InlineBuilder(builder).build(kernelbench_request(cuda_source), workspace)[1]
+
+
+def compile_workspace(builder: Builder, workspace: Workspace, cuda_source: str) -> CompileResult:
+    workspace.write("kernels/matmul.cu", cuda_source)
+    workspace.write("kernels/matmul_binding.cpp", WORKSPACE_BINDING)
+    return builder.build(workspace)
+
+
+FORMATS = (
+    Format("kernelbench", compile_kernelbench, KERNELBENCH_CUDA),
+    Format("workspace", compile_workspace, WORKSPACE_CU),
+)
+
+
+def usable(result: CompileResult, links: bool) -> bool:
+    """Built, or (where torch cannot link CUDA extensions) compiled and failed only at the link."""
+    return result.status is Status.OK or (not links and result.message == "Linking failed.")
+
+
+def measure(fmt: Format, backend: Backend, runs: int, root: Path, links: bool, wait: bool) -> dict[str, Any]:
+    """Cold, warm and unchanged compiles of ``fmt`` (seconds of each run)."""
+    task = load("builtin").get("builtin/relu")
+    cold: list[float] = []
+    builder: Builder | None = None
+    workspace: Workspace | None = None
+    for run in range(runs):
+        cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
+        builder = Builder(backend, cache_dir=cache, options=BuildOptions(wait_for_pch=wait))
+        workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
+        started = time.monotonic()
+        result = fmt.compile(builder, workspace, edited(fmt.kernel, uuid.uuid4().hex[:8]))
+        cold.append(time.monotonic() - started)
+        if not usable(result, links):
+            raise SystemExit(f"{fmt.name} cold compile failed: {result.message}\n{result.diagnostics[-3000:]}")
+        logger.info("%s cold run %d: %.2f s (%s)", fmt.name, run + 1, cold[-1], result.message)
+        join_background_headers()  # the header the first compile did not wait for (unmeasured)
+    assert builder is not None and workspace is not None
+    warm: list[float] = []
+    for run in range(runs):
+        source = edited(fmt.kernel, uuid.uuid4().hex[:8])
+        started = time.monotonic()
+        result = fmt.compile(builder, workspace, source)
+        warm.append(time.monotonic() - started)
+        if not usable(result, links):
+            raise SystemExit(f"{fmt.name} warm compile failed: {result.message}\n{result.diagnostics[-3000:]}")
+        logger.info("%s warm run %d: %.2f s (%s)", fmt.name, run + 1, warm[-1], result.message)
+    started = time.monotonic()
+    fmt.compile(builder, workspace, source)
+    unchanged = time.monotonic() - started
+    return {"cold": cold, "warm": warm, "unchanged": unchanged}
+
+
+def torch_links_cuda() -> bool:
+    """Whether this torch has the CUDA libraries a CUDA extension links against."""
+    import torch
+
+    return torch.version.cuda is not None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--backend", default="cuda", choices=("cuda",))
+    parser.add_argument("--arch", default="", help="sm_XX for a machine without a GPU (nvcc only); default: the GPU's")
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--formats", default="kernelbench,workspace")
+    parser.add_argument("--json", default="")
+    parser.add_argument(
+        "--wait-for-pch", action="store_true", help="cold compiles wait for the precompiled header (the old way)"
+    )
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    os.environ.pop("CCACHE_DIR", None)  # a cold run starts with an empty ccache of its own
+    if args.arch:
+        backend = Backend(name="cuda", device="cuda", device_name="nvcc only", arch=args.arch)
+    else:
+        backend = resolve_backend(args.backend)
+    links = torch_links_cuda()
+    by_name = {f.name: f for f in FORMATS}
+    chosen = [by_name[name] for name in args.formats.split(",")]
+    figures: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="cudagym-kb-compile-") as tmp:
+        for fmt in chosen:
+            figures[fmt.name] = measure(fmt, backend, args.runs, Path(tmp), links, args.wait_for_pch)
+    print(
+        f"\n{backend.device_name} ({backend.arch}), {os.cpu_count()} cores, {platform.node()}, {datetime.date.today()}"
+    )
+    if not links:
+        print("torch has no CUDA libraries here: compile only (the link of a CUDA extension is not possible)")
+    print(f"{'format':<12} {'cold (s)':>9} {'warm (s)':>9} {'unchanged (s)':>14}   median of {args.runs}")
+    for name, f in figures.items():
+        cold, warm = statistics.median(f["cold"]), statistics.median(f["warm"])
+        print(f"{name:<12} {cold:>9.1f} {warm:>9.1f} {f['unchanged']:>14.2f}")
+    if args.json:
+        record = {"device": backend.device_name, "arch": backend.arch, "cores": os.cpu_count(), "links": links}
+        record["wait_for_pch"] = args.wait_for_pch
+        Path(args.json).write_text(json.dumps({**record, "figures": figures}, indent=2))
+
+
+if __name__ == "__main__":
+    main()

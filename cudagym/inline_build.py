@@ -1,0 +1,265 @@
+"""Building a single-file solution's ``load_inline``/``load`` extensions with cudagym's own cached builder.
+
+KernelBench's format builds its kernels from ``model_new.py`` with ``torch.utils.cpp_extension.load_inline``. In a
+candidate those calls become requests (``harness/inline_loader.py``, ``harness/inline_request.py``), which this module
+builds in the trusted process, exactly as torch would lay them out (``main.cpp`` with ``torch/extension.h`` and the
+pybind11 module of ``functions``, ``cuda.cu`` with torch's implicit headers, torch's flags), but with the workspace
+builder's machinery (``cudagym.build.Builder``): every translation unit's object cached by content, ``main.cpp``
+compiled against a precompiled ``torch/extension.h`` (built in the background the first time: the compile does not
+wait for it), ccache, the compiler sandbox. The sources are written under the cache folder by this process alone, and
+the library lands in the builder's content-keyed ``builds`` folder: what a call gets depends only on its sources and
+flags, never on what another candidate left in a folder it could write.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import os
+import re
+import shlex
+import shutil
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cudagym.build import Builder, CompileUnit, content_hash, nvcc_command
+from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
+from cudagym.results import CompileResult, Stage, Status
+from cudagym.workspace import Workspace
+
+logger = logging.getLogger(__name__)
+
+EXTENSION_HEADER = "#include <torch/extension.h>\n"  # the precompiled header of load_inline's main.cpp
+# the flags torch's JIT builds .cu files with (torch.utils.cpp_extension.COMMON_NVCC_FLAGS)
+TORCH_NVCC_FLAGS = (
+    "-D__CUDA_NO_HALF_OPERATORS__",
+    "-D__CUDA_NO_HALF_CONVERSIONS__",
+    "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
+    "-D__CUDA_NO_HALF2_OPERATORS__",
+    "--expt-relaxed-constexpr",
+)
+SOURCE_KINDS = {".cu": "cu", ".cpp": "cxx", ".cc": "cxx", ".cxx": "cxx", ".c": "cxx"}
+_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
+# flags that would change what the command writes or which programs it runs (the rest only steer the compile,
+# which sees nothing but its sandbox's view)
+_REFUSED_FLAG_RE = re.compile(r"^(-o|--output|-B|-wrapper|-fplugin|-specs|--specs|@|-ccbin|--compiler-bindir)")
+_ARCH_FLAG_RE = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code)")
+
+
+class RequestError(ValueError):
+    """A request that cannot be built as asked; the message is for the agent."""
+
+
+@dataclasses.dataclass(frozen=True)
+class InlineSources:
+    """What torch would compile for one call: its files (name, text) and its flags, each flag one argument."""
+
+    name: str
+    files: tuple[tuple[str, str], ...]
+    cflags: tuple[str, ...]
+    cuda_cflags: tuple[str, ...]
+    ldflags: tuple[str, ...]
+    include_paths: tuple[str, ...]
+
+
+def inline_sources(request: Any) -> InlineSources:
+    """The files and flags of a request, laid out as torch's ``load_inline``/``load`` lays them out; raises
+    RequestError for a request that is malformed or asks for what the builder does not do."""
+    if not isinstance(request, dict) or request.get("loader") not in ("load_inline", "load"):
+        raise RequestError("not a load_inline/load request")
+    if len(repr(request)) > MAX_REQUEST_CHARS:
+        raise RequestError(f"its sources and flags exceed {MAX_REQUEST_CHARS // 1024 // 1024} MiB")
+    name = request.get("name")
+    if not isinstance(name, str) or not _NAME_RE.match(name):
+        raise RequestError(f"name={name!r} is not a valid module name (letters, digits and _, at most 100)")
+    if request["loader"] == "load_inline":
+        files = _inline_files(request)
+    else:
+        files = _loaded_files(request.get("sources"))
+    return InlineSources(
+        name=name,
+        files=files,
+        cflags=_split_flags(request.get("extra_cflags"), "extra_cflags"),
+        cuda_cflags=_split_flags(request.get("extra_cuda_cflags"), "extra_cuda_cflags"),
+        ldflags=_split_flags(request.get("extra_ldflags"), "extra_ldflags"),
+        include_paths=tuple(_strings(request.get("extra_include_paths"), "extra_include_paths")),
+    )
+
+
+def _strings(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise RequestError(f"{what} must be a list of strings")
+    return value
+
+
+def _split_flags(value: Any, what: str) -> tuple[str, ...]:
+    """Each flag string split as a shell splits it (torch writes them into a ninja file), unsafe ones refused."""
+    flags: list[str] = []
+    for text in _strings(value, what):
+        try:
+            flags += shlex.split(text)
+        except ValueError as exc:
+            raise RequestError(f"{what}: cannot split {text!r}: {exc}") from None
+    for flag in flags:
+        if _REFUSED_FLAG_RE.match(flag):
+            raise RequestError(f"{what} passes {flag!r}, which the builder does not allow")
+    return tuple(flags)
+
+
+def _inline_files(request: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """``main.cpp`` and ``cuda.cu`` as torch's ``load_inline`` writes them."""
+    cpp = _strings(request.get("cpp_sources"), "cpp_sources")
+    cuda = _strings(request.get("cuda_sources"), "cuda_sources")
+    implicit = not request.get("no_implicit_headers")
+    cpp = (["#include <torch/extension.h>"] if implicit else []) + cpp
+    functions = request.get("functions")
+    if functions is not None:
+        if not isinstance(functions, list) or not all(
+            isinstance(f, list) and len(f) == 2 and all(isinstance(x, str) for x in f) for f in functions
+        ):
+            raise RequestError("functions must be a list of names or a dict of name -> docstring")
+        wrap = bool(request.get("with_pytorch_error_handling", True))
+        cpp.append("PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {")
+        for function, doc in functions:
+            target = f"torch::wrap_pybind_function({function})" if wrap else function
+            cpp.append(f'm.def("{function}", {target}, "{doc}");')
+        cpp.append("}")
+    files = [("main.cpp", "\n".join(cpp))]
+    if cuda:
+        head = ["#include <torch/types.h>", "#include <cuda.h>", "#include <cuda_runtime.h>"] if implicit else []
+        files.append(("cuda.cu", "\n".join(head + cuda)))
+    return tuple(files)
+
+
+def _loaded_files(sources: Any) -> tuple[tuple[str, str], ...]:
+    """``load``'s files (name, text) as the candidate read them; names made unique, kinds checked."""
+    if not isinstance(sources, list) or not sources:
+        raise RequestError("load needs at least one source file")
+    files: list[tuple[str, str]] = []
+    for index, entry in enumerate(sources):
+        if not (isinstance(entry, list) and len(entry) == 2 and all(isinstance(x, str) for x in entry)):
+            raise RequestError("load's sources must be files")
+        name = os.path.basename(entry[0])
+        if Path(name).suffix not in SOURCE_KINDS:
+            raise RequestError(f"load: {name} is not a C/C++/CUDA source (.cpp, .cc, .cxx, .c, .cu)")
+        files.append((f"{index}_{name}", entry[1]))
+    return tuple(files)
+
+
+class InlineBuilder:
+    """Builds load_inline/load requests with ``builder`` (its caches, header, ccache and sandbox)."""
+
+    def __init__(self, builder: Builder) -> None:
+        self.builder = builder
+        self.sources_dir = builder.cache_dir / "inline"
+
+    def build(self, request: Any, workspace: Workspace) -> tuple[str, CompileResult]:
+        """(the request's key, its build): the library in ``artifact`` when it built, else the compiler's output."""
+        start = time.monotonic()
+        key = request_key(request) if isinstance(request, dict) else ""
+        try:
+            sources = inline_sources(request)
+            if any(Path(name).suffix == ".cu" for name, _ in sources.files) and not self.builder.backend.is_cuda:
+                raise RequestError("CUDA sources need the cuda backend; on the cpu backend pass cpp_sources only")
+            includes = self._include_flags(sources, workspace)
+        except RequestError as exc:
+            message = f"{_call(request)}: {exc}"
+            return key, CompileResult(
+                stage=Stage.COMPILE, status=Status.COMPILE_ERROR, message=message, diagnostics=message
+            )
+        folder = self._write_sources(sources)
+        digest = _workspace_headers(workspace)
+        units = [self._unit(folder / name, folder, workspace, sources, includes, digest) for name, _ in sources.files]
+        result = self.builder.build_units(
+            units, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[workspace.path]
+        )
+        logger.info("%s: %s in %.2f s (%s)", _call(request), result.status.value, result.seconds, result.message)
+        return key, result
+
+    def _include_flags(self, sources: InlineSources, workspace: Workspace) -> list[str]:
+        """``-I`` flags of the request's include paths, each of which must lie inside the workspace."""
+        root = workspace.path.resolve()
+        flags = []
+        for path in sources.include_paths:
+            resolved = (root / path).resolve()
+            if not resolved.is_relative_to(root):
+                raise RequestError(f"extra_include_paths: {path!r} lies outside the workspace")
+            flags.append(f"-I{resolved}")
+        return flags
+
+    def _write_sources(self, sources: InlineSources) -> Path:
+        """The request's files in a folder named by their content, written once by this process."""
+        folder = self.sources_dir / content_hash(*(f"{n}\0{t}" for n, t in sources.files))[:24]
+        if folder.is_dir():
+            return folder
+        self.sources_dir.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.sources_dir))
+        for name, text in sources.files:
+            (tmp / name).write_text(text, encoding="utf-8", errors="surrogatepass")
+        try:
+            tmp.rename(folder)
+        except OSError:  # another process wrote the same sources first
+            shutil.rmtree(tmp, ignore_errors=True)
+        return folder
+
+    def _unit(
+        self,
+        source: Path,
+        folder: Path,
+        workspace: Workspace,
+        sources: InlineSources,
+        includes: list[str],
+        header_digest: str,
+    ) -> CompileUnit:
+        """The compile of one file with torch's JIT flags (the workspace's headers are part of its key)."""
+        builder, toolchain = self.builder, self.builder.toolchain
+        common = [f"-DTORCH_EXTENSION_NAME={sources.name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *includes]
+        system = [*toolchain.torch_includes, toolchain.python_include]
+        if builder.backend.is_cuda and toolchain.cuda_home:
+            system.append(str(Path(toolchain.cuda_home) / "include"))
+        for include in system:
+            common += ["-isystem", include]
+        if SOURCE_KINDS[source.suffix] == "cu":
+            arch = [] if any(_ARCH_FLAG_RE.match(f) for f in sources.cuda_cflags) else [f"-arch={builder.backend.arch}"]
+            std = [] if any(f.startswith("-std=") for f in sources.cuda_cflags) else ["-std=c++20"]
+            flags = [*common, *TORCH_NVCC_FLAGS, *sources.cuda_cflags, *std]
+            command = nvcc_command(str(toolchain.nvcc), arch, flags, source)
+            return self._keyed(source, "cu", command, folder, workspace, header_digest)
+        flags = [*common, "-fPIC", "-std=c++20", *sources.cflags]
+        command = [toolchain.cxx, *flags, "-fdiagnostics-color=never", "-c", str(source)]
+        plain = self._keyed(source, "binding", command, folder, workspace, header_digest)
+        # one header per set of flags (the module's name does not change it): built in the background the first time,
+        # the compile going on without it meanwhile; an object compiled without it then serves just as well
+        header_flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+        pch = builder.precompiled_header(EXTENSION_HEADER, header_flags, wait=builder.options.wait_for_pch)
+        if pch is None or (builder.objects_dir / f"{plain.key}.o").exists():
+            return plain
+        command = [*command[:-2], "-include", str(pch), "-Winvalid-pch", *command[-2:]]
+        return dataclasses.replace(self._keyed(source, "binding", command, folder, workspace, header_digest), pch=pch)
+
+    def _keyed(
+        self, source: Path, kind: str, command: list[str], folder: Path, workspace: Workspace, header_digest: str
+    ) -> CompileUnit:
+        """The unit of ``command``, keyed by its toolchain, backend, portable command, source and the workspace's
+        headers (the same files give the same object wherever they lie)."""
+        backend, toolchain = self.builder.backend, self.builder.toolchain
+        portable = [c.replace(str(folder), "<src>").replace(str(workspace.path), "<ws>") for c in command]
+        key = content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, source.read_bytes())
+        return CompileUnit(source, kind, tuple(command), content_hash(key, header_digest))
+
+
+def _workspace_headers(workspace: Workspace) -> str:
+    """A digest of the workspace's headers (a ``load``ed file or an include path may include them)."""
+    headers = sorted(p for p in workspace.writable_files() if p.suffix in (".h", ".cuh", ".hpp"))
+    return content_hash(*(p.name.encode() + b"\0" + p.read_bytes() for p in headers))
+
+
+def _call(request: Any) -> str:
+    """``load_inline(name='x')``: how the agent's call is named in messages."""
+    if isinstance(request, dict):
+        return f"{request.get('loader', 'load_inline')}(name={str(request.get('name'))[:100]!r})"
+    return "load_inline"

@@ -1,0 +1,207 @@
+"""KernelBench-format solutions (``load_inline`` in a single-file ``model_new.py``) are built by the trusted builder:
+an identical request is a cache hit, an edit recompiles only what changed, a request cannot steer the compiler's
+output, and what a solution's ``load_inline`` gets depends only on its own sources and flags (a candidate that
+plants a fake extension where a later solution's would be found achieves nothing).
+
+The builder-level tests use torch-free sources (``no_implicit_headers``), which compile in a fraction of a second;
+the env-level ones compile ``torch/extension.h`` like KernelBench solutions do, once per solution."""
+
+from __future__ import annotations
+
+import dataclasses
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cudagym_testing import RELU
+
+from cudagym.backends import resolve_backend
+from cudagym.baselines import tool_call
+from cudagym.build import Builder
+from cudagym.envs import CudaKernelEnv
+from cudagym.evaluator import EvalConfig, LocalEvaluator
+from cudagym.harness.inline_request import request_key
+from cudagym.inline_build import InlineBuilder
+from cudagym.integrity.policy import IntegrityPolicy
+from cudagym.results import Status
+from cudagym.sandbox import isolation_status
+from cudagym.tasks import load
+from cudagym.workspace import Workspace
+
+
+def unique() -> str:
+    """A token no earlier run wrote: sources made of it are new to any cache."""
+    return "u" + uuid.uuid4().hex[:12]
+
+
+def plain_request(body: str, **changes: Any) -> dict[str, Any]:
+    """A load_inline request with torch-free C++ (what the candidate's loader sends)."""
+    request = {
+        "loader": "load_inline",
+        "name": "plain_ext",
+        "cpp_sources": [body],
+        "cuda_sources": [],
+        "functions": None,
+        "with_pytorch_error_handling": True,
+        "no_implicit_headers": True,
+        "extra_cflags": ["-O2"],
+        "extra_cuda_cflags": [],
+        "extra_ldflags": [],
+        "extra_include_paths": [],
+        "with_cuda": False,
+    }
+    return {**request, **changes}
+
+
+@pytest.fixture(scope="module")
+def inline_builder(cache_dir: Path) -> InlineBuilder:
+    return InlineBuilder(Builder(resolve_backend("cpu"), cache_dir=cache_dir))
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    return Workspace(load("builtin").get(RELU).source_for("cpu"), "inline build test", root_dir=tmp_path)
+
+
+def test_an_identical_request_is_a_cache_hit_and_an_edit_recompiles_only_what_changed(
+    inline_builder: InlineBuilder, workspace: Workspace
+) -> None:
+    token = unique()
+    first_file, second_file = f"int first_{token}() {{ return 1; }}\n", f"int second_{token}() {{ return 2; }}\n"
+    request = plain_request("", loader="load", sources=[["a.cpp", first_file], ["b.cpp", second_file]])
+    del request["cpp_sources"], request["cuda_sources"], request["functions"]
+    key, built = inline_builder.build(request, workspace)
+    assert built.status is Status.OK, built.diagnostics
+    assert (built.objects_compiled, built.cached) == (2, False)
+    again_key, again = inline_builder.build(dict(request), workspace)
+    assert again.cached and again.objects_compiled == 0 and again.artifact == built.artifact and again_key == key
+    edited = {**request, "sources": [["a.cpp", first_file], ["b.cpp", second_file.replace("2;", "3;")]]}
+    edited_key, rebuilt = inline_builder.build(edited, workspace)
+    assert rebuilt.status is Status.OK, rebuilt.diagnostics
+    assert (rebuilt.objects_compiled, rebuilt.objects_reused) == (1, 1)
+    assert edited_key != key and rebuilt.artifact != built.artifact
+    assert Path(str(rebuilt.artifact)).name == "plain_ext.so"
+    assert request_key(edited) == edited_key  # what the candidate's loader looks its library up by
+
+
+@pytest.mark.parametrize(
+    ("changes", "said"),
+    [
+        ({"extra_cflags": ["-o /tmp/elsewhere.o"]}, "'-o'"),
+        ({"extra_ldflags": ["-B/tmp/tools"]}, "'-B/tmp/tools'"),
+        ({"extra_include_paths": ["../.."]}, "outside the workspace"),
+        ({"name": "../escape"}, "not a valid module name"),
+        ({"cuda_sources": ["__global__ void k() {}"]}, "need the cuda backend"),
+    ],
+)
+def test_a_request_cannot_steer_the_build_elsewhere(
+    inline_builder: InlineBuilder, workspace: Workspace, changes: dict[str, Any], said: str
+) -> None:
+    _, result = inline_builder.build(plain_request(f"int f_{unique()}() {{ return 0; }}\n", **changes), workspace)
+    assert result.status is Status.COMPILE_ERROR and said in result.message, result.message
+    assert not result.artifact
+
+
+# -- env level: a KernelBench-format solution ------------------------------------------------------------------------
+
+SINGLE_FILE = '''import torch
+import torch.nn as nn
+from torch.utils.cpp_extension import load_inline
+
+cpp_source = r"""
+torch::Tensor relu_forward(torch::Tensor x) {{
+  auto y = torch::empty_like(x);
+  const float* in = x.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = {expression};
+  return y;
+}}
+// {token}
+"""
+relu_ext = load_inline(name="{name}", cpp_sources=cpp_source, functions=["relu_forward"])
+
+
+class ModelNew(nn.Module):
+    def forward(self, x):
+        return relu_ext.relu_forward(x)
+'''
+HONEST = "in[i] > 0.f ? in[i] : 0.f"
+
+# The attacker: builds a library under the victim's module name that returns zeros, then plants it (with the victim's
+# sources beside it) wherever a later load_inline of that name was looked up before: the torch extensions folders
+# (cudagym's shared one among them) and the trusted cache it can reach from its own library's path.
+PLANTING = """
+import os, pathlib, shutil, sys
+built = pathlib.Path(relu_ext.__file__)
+cache = built.parents[2]
+targets = [cache / "torch_extensions", pathlib.Path.home() / ".cache" / "torch_extensions"]
+if os.environ.get("TORCH_EXTENSIONS_DIR"):
+    targets.append(pathlib.Path(os.environ["TORCH_EXTENSIONS_DIR"]))
+targets += [cache / "builds" / "planted", cache / "inline" / "planted"]
+for root in targets:
+    try:
+        folder = root / {name!r}
+        folder.mkdir(parents=True, exist_ok=True)
+        shutil.copy(built, folder / ({name!r} + ".so"))
+        (folder / "main.cpp").write_text({victim!r})
+        print("planted", folder)
+    except OSError as exc:
+        print("refused", root, exc)
+sys.stdout.flush()
+"""
+
+
+@pytest.fixture(scope="module")
+def env(fast_config: EvalConfig) -> Iterator[CudaKernelEnv]:
+    """One cpu env for the module; no static checks, so that the planting candidate gets as far as it can."""
+    config = dataclasses.replace(fast_config, policy=IntegrityPolicy.without_static_checks())
+    environment = CudaKernelEnv(backend="cpu", eval_config=config)
+    yield environment
+    environment.close()
+
+
+def compile_source(env: CudaKernelEnv, source: str) -> tuple[str, dict[str, Any]]:
+    env.reset(options={"task_id": RELU})
+    assert env.step(tool_call("write_file", path="model_new.py", content=source))[4]["status"] == "ok"
+    obs, _, _, _, info = env.step(tool_call("compile"))
+    return obs, info
+
+
+def test_a_load_inline_solution_is_built_by_the_trusted_builder_and_served_from_its_cache(
+    env: CudaKernelEnv, fast_config: EvalConfig
+) -> None:
+    source = SINGLE_FILE.format(name="honest_relu", expression=HONEST, token=unique())
+    obs, info = compile_source(env, source)
+    assert info["status"] == "ok", obs
+    result = info["result"]
+    assert result["objects_compiled"] == 1 and not result["cached"] and "honest_relu" in result["message"], obs
+    obs, _, _, _, verified = env.step(tool_call("verify"))
+    assert verified["status"] == "ok", obs
+    # another evaluator (a new env process, say) imports the solution again: the build is a cache hit
+    assert isinstance(env.evaluator, LocalEvaluator)
+    other = LocalEvaluator(env.evaluator.task, env.evaluator.backend, fast_config, cache_dir=env.evaluator.cache_dir)
+    try:
+        again = other.compile(env.workspace)
+    finally:
+        other.close()
+    assert again.status is Status.OK and again.cached and again.objects_compiled == 0, again.message
+
+
+def test_a_planted_extension_has_no_effect_on_a_later_solution(env: CudaKernelEnv) -> None:
+    name = f"victim_{unique()}"
+    victim = SINGLE_FILE.format(name=name, expression=HONEST, token=unique())
+    zeros = SINGLE_FILE.format(name=name, expression="0.f", token=unique())
+    attacker = zeros + PLANTING.format(name=name, victim=victim)
+    obs, info = compile_source(env, attacker)
+    assert info["status"] == "ok", obs
+    report = [line for line in info["result"]["diagnostics"].splitlines() if line.startswith(("planted", "refused"))]
+    assert any(line.startswith("planted") for line in report), report  # its own folders at least
+    if isolation_status().works("readonly"):  # the trusted cache is out of a candidate's reach
+        trusted = [line for line in report if "/builds/" in line or "/inline/" in line]
+        assert trusted and all(line.startswith("refused") for line in trusted), report
+    obs, info = compile_source(env, victim)
+    assert info["status"] == "ok", obs
+    obs, _, _, _, verified = env.step(tool_call("verify"))
+    assert verified["status"] == "ok", obs  # its own kernel ran, not the attacker's zeros
