@@ -450,11 +450,13 @@ class LocalEvaluator:
         file in its private ``folder``."""
         state = folder / "state.pt"
         self.reference().call("export_state", path=str(state))
+        # None: a workspace-layout solution, whose kernels cudagym builds from its files (no load_inline served)
+        inline = self._inline_builds.get(compiled.build_hash or "", {}) if is_single_file(workspace) else None
         return {
             "mode": "serve",
             "workspace": str(workspace.path),
             "extension": compiled.artifact,
-            "inline_builds": self._inline_builds.get(compiled.build_hash or "", {}),
+            "inline_builds": inline,
             "state_path": str(state),
             "device": self.backend.device,
             "dtype": self.task.metadata.dtype,

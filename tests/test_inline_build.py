@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cudagym_testing import RELU
+from cudagym_testing import RELU, relu_solution, write_all
 
 from cudagym.backends import resolve_backend
 from cudagym.baselines import tool_call
@@ -205,3 +205,18 @@ def test_a_planted_extension_has_no_effect_on_a_later_solution(env: CudaKernelEn
     assert info["status"] == "ok", obs
     obs, _, _, _, verified = env.step(tool_call("verify"))
     assert verified["status"] == "ok", obs  # its own kernel ran, not the attacker's zeros
+
+
+def test_load_inline_in_a_workspace_layout_solution_says_where_kernels_go(env: CudaKernelEnv) -> None:
+    # the kernel files build cuda_extension; a load_inline beside them is not served, and the agent is told why
+    files = relu_solution()
+    files["model_new.py"] = (
+        "from torch.utils.cpp_extension import load_inline\n"
+        'extra = load_inline(name="extra", cpp_sources="int f() { return 1; }", functions=["f"])\n'
+        + files["model_new.py"]
+    )
+    env.reset(options={"task_id": RELU})
+    write_all(env, files)
+    obs, _, _, _, info = env.step(tool_call("verify"))
+    assert info["status"] != "ok", obs
+    assert "served for single-file solutions" in obs and "kernel files" in obs, obs

@@ -71,6 +71,8 @@ class InlineLoader:
     """Serves ``load_inline``/``load`` calls from trusted builds: by asking (compile) or from ``builds`` (later)."""
 
     def __init__(self, builds: dict[str, str] | None = None, ask: Ask | None = None) -> None:
+        # builds None (and no ``ask``): a workspace-layout solution, whose kernels are built from its files
+        self.workspace_layout = builds is None and ask is None
         self.builds = dict(builds or {})
         self.ask = ask
 
@@ -180,6 +182,11 @@ class InlineLoader:
             if answer.get("error") or not answer.get("artifact"):
                 raise ImportError(f"{call} failed to build: {answer.get('error') or 'no answer from the builder'}")
             path = self.builds[key] = str(answer["artifact"])
+        if path is None and self.workspace_layout:
+            raise ImportError(
+                f"{call}: load_inline and load are served for single-file solutions (model_new.py alone); in the "
+                "workspace layout put the kernels in the kernel files, which compile builds into cuda_extension"
+            )
         if path is None:
             raise ImportError(
                 f"{call}: its sources or flags differ from those built at compile (they must not depend on anything "
