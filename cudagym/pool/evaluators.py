@@ -31,9 +31,12 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+from cudagym.backends import Backend
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator
+from cudagym.memory_slots import auto_slots
 from cudagym.pool.jobs import TaskKey
 from cudagym.tasks.task import Task
 
@@ -77,6 +80,16 @@ class PoolLimits:
     memory_bytes: int = dataclasses.field(default_factory=default_memory_bytes)
     idle_seconds: float = 600.0
     compile_workers: int = dataclasses.field(default_factory=lambda: os.cpu_count() or 2)
+
+    @classmethod
+    def for_backend(cls, backend: Backend, **given: Any) -> PoolLimits:
+        """The bounds for ``backend`` with the defaults where ``given`` says nothing: on cuda at most one evaluator
+        per memory slot of the device (``memory_slots.auto_slots``, one per 20 GiB), since each keeps a reference
+        process with the task's model and inputs on the device, and a stage's reference and candidate are sized to
+        one slot."""
+        if backend.is_cuda and given.get("max_evaluators") is None:
+            given["max_evaluators"] = max(1, min(default_max_evaluators(), auto_slots(backend)))
+        return cls(**{name: value for name, value in given.items() if value is not None})
 
     def __post_init__(self) -> None:
         if self.max_per_task == 0:

@@ -100,7 +100,7 @@ class EvaluationPool:
     ) -> None:
         self.backend = backend
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
-        self.limits = limits or PoolLimits()
+        self.limits = limits or PoolLimits.for_backend(backend)
         self.evaluators = EvaluatorSet(make_evaluator or self._local_evaluator, self.limits)
         self.lane = CompileLane(backend, self.cache_dir)
         self._queue: FairQueue[_Entry] = FairQueue(lambda entry: entry.job.session)

@@ -62,8 +62,8 @@ class PoolServer(EvaluationServer):
             self.pool.close()
 
 
-def limits_from(args: argparse.Namespace) -> PoolLimits:
-    """The pool's bounds from ``cudagym pool``'s arguments (the defaults where one is not given)."""
+def limits_from(args: argparse.Namespace, backend: Backend) -> PoolLimits:
+    """The pool's bounds from ``cudagym pool``'s arguments (the backend's defaults where one is not given)."""
     given: dict[str, Any] = {
         "max_evaluators": args.max_evaluators,
         "max_per_task": args.max_per_task,
@@ -71,20 +71,26 @@ def limits_from(args: argparse.Namespace) -> PoolLimits:
         "idle_seconds": args.idle_seconds,
         "memory_bytes": int(args.memory_gb * (1 << 30)) if args.memory_gb else None,
     }
-    return PoolLimits(**{k: v for k, v in given.items() if v is not None})
+    return PoolLimits.for_backend(backend, **given)
 
 
 def _pool_command(args: argparse.Namespace) -> int:
     backend = resolve_backend(args.backend)
     socket_path = args.socket or default_socket_path()
-    return run_server(PoolServer(socket_path, backend, cache_dir=args.cache_dir, limits=limits_from(args)), "pool")
+    return run_server(
+        PoolServer(socket_path, backend, cache_dir=args.cache_dir, limits=limits_from(args, backend)), "pool"
+    )
 
 
 def add_pool_command(sub: Any) -> None:
     """Adds ``cudagym pool`` to the CLI's subcommands."""
     pool = sub.add_parser("pool", help="run the machine's evaluation pool (evaluators shared by every environment)")
     add_server_arguments(pool)
-    pool.add_argument("--max-evaluators", type=int, help="evaluators at once (default: one per core, 4-16)")
+    pool.add_argument(
+        "--max-evaluators",
+        type=int,
+        help="evaluators at once (default: one per core, 4-16; on cuda at most one per 20 GiB of device memory)",
+    )
     pool.add_argument("--max-per-task", type=int, help="evaluators of one task at once (default: --max-evaluators)")
     pool.add_argument("--compile-workers", type=int, help="builds at once (default: the cores)")
     pool.add_argument("--memory-gb", type=float, help="idle evaluators are closed above this (default: half the RAM)")

@@ -11,26 +11,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from cudagym_testing import RELU, relu_solution
+from cudagym_testing import RELU
+from pool_testing import CPU, SIZES, MachinePool
 
-from cudagym.backends import resolve_backend
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator, LocalEvaluator
 from cudagym.pool import EvaluationPool, PoolLimits
 from cudagym.tasks import Task, load
-from cudagym.workspace import Workspace
-
-CPU = resolve_backend("cpu")
-SIZES = {"N": 65536}
-"""The built-in ReLU's size in these tests: a check takes milliseconds, not a second."""
-
-
-@dataclasses.dataclass
-class MachinePool:
-    """The package's pool and the evaluators it made, in order."""
-
-    pool: EvaluationPool
-    made: list[Evaluator]
 
 
 @pytest.fixture(scope="package")
@@ -56,14 +43,3 @@ def machine(cache_dir: Path) -> Iterator[MachinePool]:
     pool = EvaluationPool(CPU, cache_dir=cache_dir, limits=limits, make_evaluator=make)
     yield MachinePool(pool, made)
     pool.close()
-
-
-def solution_workspace(task: Task, *, wrong: bool = False) -> Workspace:
-    """A workspace of ``task`` (the ReLU) with its solution written; ``wrong``: negatives pass through."""
-    workspace = Workspace(task.source_for("cpu"), "instructions")
-    for path, content in relu_solution().items():
-        if wrong and path == "kernels/relu.cpp":
-            content = content.replace("y[i] = v > 0.0f ? v : 0.0f;", "y[i] = v;")
-            assert "y[i] = v;" in content
-        workspace.write(path, content)
-    return workspace

@@ -3,7 +3,7 @@ evaluator (a single-file model_new.py, whose compile imports it in a candidate).
 
 from __future__ import annotations
 
-from conftest import CPU, MachinePool, solution_workspace
+from pool_testing import CPU, MachinePool, solution_workspace
 
 from cudagym.eval_config import EvalConfig
 from cudagym.pool import JobStage, PoolEvaluator, PoolJob

@@ -18,13 +18,14 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from conftest import CPU, MachinePool
 from cudagym_testing import RELU, relu_solution
+from pool_testing import CPU, MachinePool
 
 import cudagym  # noqa: F401  (registers the environment)
+from cudagym.backends import Backend, resolve_backend
 from cudagym.baselines import tool_call
 from cudagym.eval_config import EvalConfig
-from cudagym.pool import PoolEvaluatorFactory
+from cudagym.pool import PoolEvaluatorFactory, PoolLimits, evaluators
 from cudagym.pool.server import PoolServer, add_pool_command, limits_from
 from cudagym.service import ServiceEvaluator
 from cudagym.tasks import Task
@@ -138,6 +139,16 @@ def test_the_pool_command_reads_its_bounds() -> None:
     parser = argparse.ArgumentParser()
     add_pool_command(parser.add_subparsers())
     args = parser.parse_args(["pool", "--backend", "cpu", "--max-evaluators", "5", "--memory-gb", "2"])
-    limits = limits_from(args)
+    cpu = resolve_backend("cpu")
+    limits = limits_from(args, cpu)
     assert (limits.max_evaluators, limits.memory_bytes, limits.max_per_task) == (5, 2 << 30, 5)
-    assert dataclasses.asdict(limits_from(parser.parse_args(["pool"]))) == dataclasses.asdict(type(limits)())
+    assert dataclasses.asdict(limits_from(parser.parse_args(["pool"]), cpu)) == dataclasses.asdict(type(limits)())
+
+
+def test_on_cuda_the_pool_keeps_no_more_evaluators_than_the_device_has_memory_slots(monkeypatch) -> None:
+    # each evaluator keeps a reference process with the task on the device: one per memory slot (20 GiB) at most
+    monkeypatch.setattr(evaluators, "auto_slots", lambda backend: 3)
+    cuda = Backend("cuda", "cuda:0", "a GPU", "sm_90")
+    assert PoolLimits.for_backend(cuda).max_evaluators == min(3, evaluators.default_max_evaluators())
+    assert PoolLimits.for_backend(cuda, max_evaluators=9).max_evaluators == 9  # what the user sets stands
+    assert PoolLimits.for_backend(resolve_backend("cpu")) == PoolLimits()

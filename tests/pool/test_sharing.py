@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import signal
 
-from conftest import CPU, MachinePool, solution_workspace
+from pool_testing import CPU, MachinePool, solution_workspace
 
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator, LocalEvaluator
