@@ -105,7 +105,8 @@ def _split_flags(value: Any, what: str) -> tuple[str, ...]:
         except ValueError as exc:
             raise RequestError(f"{what}: cannot split {text!r}: {exc}") from None
     for flag in flags:
-        if _REFUSED_FLAG_RE.match(flag):
+        # a flag handed on to another tool (-Xcompiler=..., -Wl,...) is judged by each of its parts too
+        if any(_REFUSED_FLAG_RE.match(part) for part in (flag, *re.split(r"[=,]", flag))):
             raise RequestError(f"{what} passes {flag!r}, which the builder does not allow")
     return tuple(flags)
 

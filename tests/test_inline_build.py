@@ -91,6 +91,8 @@ def test_an_identical_request_is_a_cache_hit_and_an_edit_recompiles_only_what_ch
     [
         ({"extra_cflags": ["-o /tmp/elsewhere.o"]}, "'-o'"),
         ({"extra_ldflags": ["-B/tmp/tools"]}, "'-B/tmp/tools'"),
+        ({"extra_cflags": ["-Xcompiler=-fplugin=/tmp/p.so"]}, "'-Xcompiler=-fplugin=/tmp/p.so'"),
+        ({"extra_ldflags": ["-Wl,-o,/tmp/elsewhere.so"]}, "'-Wl,-o,/tmp/elsewhere.so'"),
         ({"extra_include_paths": ["../.."]}, "outside the workspace"),
         ({"name": "../escape"}, "not a valid module name"),
         ({"cuda_sources": ["__global__ void k() {}"]}, "need the cuda backend"),
