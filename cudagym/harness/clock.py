@@ -190,11 +190,11 @@ class Clock:
         set_bytes = sum(x.nbytes for x in tensors) + sum(t.get("nbytes", 0) for t in self.templates)
         self.moved_bytes = set_bytes  # what every correct call reads and writes at least
         budget = set_budget_bytes(device)
-        self.max_calls = max(1, min(MAX_CALLS, 1 + budget // max(set_bytes, 1)))
         if self.cuda and set_bytes > budget // 4:
             self.max_calls = 1
-        if not self.cuda:
-            self.max_calls = min(self.max_calls, MAX_CALLS_CPU)
+        else:
+            most = MAX_CALLS if self.cuda else MAX_CALLS_CPU
+            self.max_calls = max(1, min(most, 1 + budget // max(set_bytes, 1)))
         self.layout = [
             ("tensor", dtype_name(x.dtype), list(x.shape)) if isinstance(x, torch.Tensor) else ("value", x)
             for x in template
