@@ -55,6 +55,13 @@ def own_kernel_ms(result: dict) -> float:
     return top["total_ms"] / max(1, top["calls"])
 
 
+def queued_share(clocks: list[dict | None]) -> float:
+    """The share of timed handshakes whose calls the candidate had queued before its go, over the profiles."""
+    queued = sum(int((c or {}).get("queued_handshakes") or 0) for c in clocks)
+    handshakes = sum(int((c or {}).get("handshakes") or 0) for c in clocks)
+    return queued / handshakes if handshakes else 0.0
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="22,24,25,26,27,28,29", help="log2 of the ReLU task's N, comma-separated")
@@ -132,6 +139,7 @@ def main() -> None:
                 "trusted_spread": statistics.median(got["spreads"]),
                 "calls_per_handshake": statistics.median(got["calls"]),
                 "profile_seconds": statistics.median(got["seconds"]),
+                "queued_share": queued_share(got["clocks"]),
                 "clock": got["clocks"],  # per profile: the calibration, the timed handshakes' phases, per-call times
             }
             rows.append(row)
@@ -139,13 +147,14 @@ def main() -> None:
     device = torch.cuda.get_device_name()
     print(f"\nDevice: {device}; {args.repeats} profiles and event timings per size and variant; medians.\n")
     print("| N | MB moved | handshake target (us) | CUDA events (ms) | trusted clock (ms) | trusted / events | "
-          "kernel, traced (ms) | calls per handshake | trusted spread | profile (s) |")  # fmt: skip
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "kernel, traced (ms) | calls per handshake | queued | trusted spread | profile (s) |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         target = "default" if r["handshake_us"] is None else f"{r['handshake_us']:g}"
         print(
             f"| 2^{r['n'].bit_length() - 1} | {r['mb_moved']:.0f} | {target} | {r['events_ms']:.4f} | "
             f"{r['trusted_ms']:.4f} | {r['ratio']:.3f} | {r['traced_ms']:.4f} | {r['calls_per_handshake']:g} | "
+            f"{r['queued_share']:.0%} | "
             f"{r['trusted_spread']:.1%} | {r['profile_seconds']:.2f} |"
         )
     if args.json:

@@ -31,7 +31,7 @@ SILENT_GRACE_S = 1.0
 
 class CandidateStage:
     """See the module docstring. ``job`` is the candidate's job without its link (``make_job(exchange)`` builds
-    it once the candidate's private folder is known); ``gpu_library`` and ``hold_us`` configure the clock on cuda,
+    it once the candidate's private folder is known); ``gpu_library`` is the clock's library on cuda,
     ``symbols_dir`` is where the cpu sampler caches libraries' symbols, ``hang_s`` the floor of the clock's bound on one
     handshake (``EvalConfig.hang_seconds``)."""
 
@@ -43,13 +43,12 @@ class CandidateStage:
         *,
         deadline: float,
         gpu_library: str = "",
-        hold_us: float = 0.0,
         symbols_dir: str = "",
         refill: bool = True,
         hang_s: float = 0.0,
     ) -> None:
         self.pool, self.ref, self.make_job, self.deadline = pool, ref, make_job, deadline
-        self.gpu_library, self.hold_us, self.symbols_dir, self.refill = gpu_library, hold_us, symbols_dir, refill
+        self.gpu_library, self.symbols_dir, self.refill = gpu_library, symbols_dir, refill
         self.hang_s = hang_s
         self.child: Child | None = None
         self.attached = False
@@ -73,7 +72,6 @@ class CandidateStage:
             exchange=child.exchange,
             root_pid=child.proc.pid,
             gpu_library=self.gpu_library,
-            hold_us=self.hold_us,
             symbols_dir=self.symbols_dir,
             hang_s=self.hang_s,
         )

@@ -473,7 +473,6 @@ class LocalEvaluator:
             lambda folder: self._job(workspace, compiled, folder),
             deadline=deadline,
             gpu_library=timing.gpu_library,
-            hold_us=timing.hold_us,
             symbols_dir=str(self.cache_dir / "symbols"),
             refill=refill,
             hang_s=resolve_hang_seconds(self.config, self.backend),
@@ -840,7 +839,15 @@ class LocalEvaluator:
             checked_calls=int((timed or {}).get("checked_calls", 0)),
             clock={
                 k: (timed or {}).get(k)
-                for k in ("calibration", "phases_us", "handshakes", "clock_slowed", "times_ms", "run_time_us")
+                for k in (
+                    "calibration",
+                    "phases_us",
+                    "handshakes",
+                    "queued_handshakes",
+                    "clock_slowed",
+                    "times_ms",
+                    "run_time_us",
+                )
             },
             ncu=ncu_text,
             stderr=stderr,

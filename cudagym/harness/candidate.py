@@ -9,7 +9,8 @@ shapes of the outputs (``handshake.py``), and the process serves handshakes:
 1. *calibration*, before any of the agent's code exists in the process: every handshake is answered with outputs
    prepared in advance and no work, so the clock measures what a handshake costs by itself;
 2. it reports ``load``, builds ModelNew, reports ``ready``;
-3. *serving*: for every handshake, ModelNew runs once per call on the call's input set, the outputs are described
+3. *serving*: for every handshake, ModelNew runs once per call on the call's input set (on cuda its work queued
+   behind a wait for the clock's go, before the clock writes the inputs), the outputs are described
    (where they lie, so that the clock reads them itself; what type and shape they have; the aten operators the calls
    dispatched; threads started; trusted functions replaced) and the handshake is marked done;
 4. when the clock ends the stage it reports the device time per kernel (cuda) as ``kernels``, then ``done``.
@@ -47,11 +48,13 @@ from common import (
 )
 from gpulib import CudaDriver, GpuLib, device_view
 from handshake import (
+    ARM,
     CALIBRATING,
     CALLS,
     DONE,
     GO,
     MAX_CALLS,
+    PROGRESS,
     SERVING,
     SETS,
     STATE,
@@ -282,29 +285,27 @@ class Link:
             address + spec["offset"], spec["nbytes"], dtype_of(spec["dtype"]), spec["shape"], spec["stride"]
         )
 
-    def await_go(self, state: int) -> int | None:
-        """The next handshake's number, or None when the clock moved the stage on (``STATE`` changed). On cuda it
-        spins (the clock's stream writes GO); on cpu it sleeps on the word (the clock writes GO while this process is
+    def await_turn(self, state: int) -> int | None:
+        """The next handshake's number, or None when the clock moved the stage on (``STATE``). On cuda it spins on
+        ``ARM`` (the clock's host writes it); on cpu it sleeps on ``GO`` (the clock writes it while this process is
         frozen and wakes it), so that between its handshakes it runs no code the clock would charge."""
         words, last = self.words, self.last
-        go_address = self.block.host_address + 8 * GO
+        word = ARM if self.cuda else GO
+        address = self.block.host_address + 8 * word
         while True:
-            number = words[GO]
+            number = words[word]
             if number != last:
                 self.last = number
                 return number
             if words[STATE] != state:
                 return None
             if not self.cuda:
-                futex_wait(go_address, last, GO_WAIT_S)
+                futex_wait(address, last, GO_WAIT_S)
 
-    def finish(self, number: int, description: dict[str, Any], *, failed: bool = False) -> None:
-        """Publishes the description, then says done: on cuda through the stream (after the calls' work, unless the
-        handshake failed), on cpu at once (the clock freezes this process and reads the outputs)."""
-        self.block.write_description(number, description)
-        if self.gpu is not None and not failed:
-            self.gpu.flag(self.block.device_word(DONE), number)
-            return
+    def fail(self, number: int, error: dict[str, Any]) -> None:
+        """Says handshake ``number`` failed: the error as its description, then done from the host (on cuda the
+        stream's own done may never come)."""
+        self.block.write_description(number, {"n": number, "error": error})
         self.words[DONE] = number
         if not self.cuda:
             wake(self.wake_path)
@@ -313,28 +314,41 @@ class Link:
         """Answers handshakes while ``STATE`` is ``state``: each call is ``run_call(inputs)``; ``report()`` adds to
         the description. Returns the error that ended the serving early, else None."""
         held: list[Any] = []
-        while (number := self.await_go(state)) is not None:
+        while (number := self.await_turn(state)) is not None:
             held.clear()  # the clock has read the last handshake's outputs: they may go
             calls = max(1, min(int(self.words[CALLS]), MAX_CALLS))
             try:
-                # every call first, then the descriptions: on cuda a call's kernels are queued right behind the
-                # previous call's, so the description's host work does not leave the GPU waiting between calls
                 inputs = [self.sets[int(self.words[SETS + k]) % len(self.sets)] for k in range(calls)]
-                for k, values in enumerate(inputs):
-                    held.append(run_call(values, k))
+                if self.gpu is not None:
+                    self._queue(number, inputs, run_call, held)
+                else:
+                    held.extend(run_call(values, k) for k, values in enumerate(inputs))
                 described = [describe(out, values, self.locate) for out, values in zip(held, inputs, strict=True)]
-                self.finish(number, {"n": number, "calls": described, **report()})
-                if self.cuda:
-                    # nothing else to do until the next go: waiting here is free, and a fault of this handshake's
+                self.block.write_description(number, {"n": number, "calls": described, **report()})
+                if self.gpu is None:
+                    self.words[DONE] = number
+                    wake(self.wake_path)
+                else:
+                    # nothing else to do until the next turn: waiting here is free, and a fault of this handshake's
                     # kernels (after which its done never comes) is reported at once instead of at the deadline
                     import torch
 
                     torch.cuda.synchronize(self.device)
             except BaseException as exc:  # the clock hears of it at once (done from the host), then the evaluator
                 error = describe_exception(exc)
-                self.finish(number, {"n": number, "error": error}, failed=True)
+                self.fail(number, error)
                 return error
         return None
+
+    def _queue(self, number: int, inputs: list[Any], run_call: Any, held: list[Any]) -> None:
+        """cuda: queues the handshake's calls behind a wait for its go (their inputs are written just before it),
+        counting them in ``PROGRESS``, then the done, written by the stream after their work."""
+        assert self.gpu is not None
+        self.gpu.wait(self.block.device_word(GO), number)
+        for k, values in enumerate(inputs):
+            held.append(run_call(values, k))
+            self.words[PROGRESS] = k + 1
+        self.gpu.flag(self.block.device_word(DONE), number)
 
 
 def _calibration_call(templates: list[dict[str, Any]], device: str) -> Any:

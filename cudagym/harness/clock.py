@@ -3,15 +3,17 @@
 A *handshake* (``handshake.py``) is one or more calls of the candidate, each on an input set of its own, bracketed by
 the clock. Everything the candidate does for a handshake lies inside the interval the clock measures:
 
-* **cuda** (one timeline: the clock's own stream, in its own CUDA context). ``E0`` | the fresh inputs copied from the
-  clock's private staging buffers into the shared input buffers | the L2 cache flushed | *go* written by the stream
-  and the GPU held busy (``hold_length_us``: so the candidate's host path into its kernels is not timed) | the candidate
-  runs; the clock waits for its *done* (written by the candidate's stream after its work) | the outputs, read where
-  the candidate's memory holds them, sealed with a keyed hash | ``E1``. Kernels of two processes never run at once
-  on a GPU without MPS (``require_time_slicing``), and the inputs exist only after ``E0``, so no work on them can
-  happen before the interval; the outputs are sealed before ``E1``, so no work after it can change what is judged.
-  A candidate that says "done" early gains nothing: its work either lands before the seal (and is timed) or the
-  sealed output is incomplete.
+* **cuda** (one timeline: the clock's own stream, in its own CUDA context). The candidate first queues its calls
+  behind a wait of its stream for *go* and says so (``handshake.py``); its host path lies before the interval. Then
+  ``E0`` | the fresh inputs copied from the clock's private staging buffers into the shared input buffers | the L2
+  cache flushed | *go* written by the clock's stream | the candidate's queued work runs; the clock's stream waits
+  for the *done* the candidate's stream writes after it | the outputs, read where the candidate's memory holds them,
+  sealed with a keyed hash | ``E4``. Kernels of two processes never run at once on a GPU without MPS
+  (``require_time_slicing``), and the inputs exist only after ``E0``, so no work on them can happen before the
+  interval; the outputs are sealed before ``E4``, so no work after it can change what is judged. A candidate that says
+  "done" early gains nothing: its work either lands before the seal (and is timed) or the sealed output is
+  incomplete. One that does not queue (its forward waits for the device, or it stalls) gets its *go* anyway once its
+  progress stops; what is left of its host path is then timed.
 * **cpu**. The candidate is frozen (``freezer.py``) except during its handshakes: the inputs are written while it is
   frozen, the clock thaws it and starts timing, and stops timing once it said done and is frozen again. Its outputs
   are then read from its memory. What the handshake is charged is the run time the kernel accounted to the
@@ -21,7 +23,7 @@ the clock. Everything the candidate does for a handshake lies inside the interva
 What a handshake costs by itself (two GPU context switches, the clock's waits, copies and seal) is *calibrated*
 with the candidate process before the agent's code is loaded into it: the same handshakes answered with outputs
 prepared in advance and no work. A candidate's time per call is the interval less that cost, divided by the number of
-calls; on cuda the clock's own phases (copy, flush, hold, seal) are taken off as measured but at most their calibrated
+calls; on cuda the clock's own phases (copy, flush, seal) are taken off as measured but at most their calibrated
 length and noise, so a phase the candidate slowed down by running beside it is charged to the candidate.
 
 Every output the clock reads can be compared in full afterwards (``check``); the comparison re-seals it first, so
@@ -45,6 +47,7 @@ from cputime import Spent, TreeTimes
 from freezer import Freezer, read_memory, write_memory
 from gpulib import CudaDriver, GpuLib, device_view
 from handshake import (
+    ARM,
     CALIBRATING,
     CALLS,
     CONTROL_FILE,
@@ -53,6 +56,7 @@ from handshake import (
     ENDED,
     GO,
     MAX_CALLS,
+    PROGRESS,
     SERVING,
     SETS,
     STATE,
@@ -81,24 +85,21 @@ FLUSH_BYTES = 256 * 1024 * 1024
 CALIBRATION_HANDSHAKES = {True: 10, False: 6}
 CALIBRATION_WARMUP = {True: 2, False: 1}
 MAX_CALLS_CPU = 4  # on cpu the freeze makes a handshake cheap: a few calls amortise it
-# cuda: after the go the GPU is held for this long plus ``hold_us``, so that the candidate's host path into its first
-# call is not timed, as the hold keeps eager's own path out of the baselines' event timing. The first call's path is
-# the long one (the candidate's wake-up, the last outputs released, every op of the forward recorded before its first
-# kernel is queued); later calls are queued while the GPU runs the earlier ones. A first hold of 200 us let single
-# long calls start late, charged for the idle GPU
-FIRST_CALL_HOLD_US = 400.0
-# cuda: the longest hold: the hold waits by the GPU's global timer, and a GPU shares itself between processes in time
-# slices, so a hold while the candidate's context has work queued is cut short by a context switch once it is long
-# enough (on the H200, holds of 600-800 us came back with context switches charged to the calls; 500 us did not)
-MAX_HOLD_US = 500.0
+# cuda: how long the clock waits for the candidate to queue a handshake's calls before it writes the inputs and the go
+# anyway: while the candidate's count of queued calls moves, up to ``QUEUE_WAIT_S`` in all; once it has not moved for
+# ``QUEUE_STALL_S`` (a forward that waits for the device waits for the go), at once. Neither is timed
+QUEUE_WAIT_S = 0.05
+QUEUE_STALL_S = 0.005
 POISON = {"float32": 0x7FC00000, "float64": 0x7FF80000, "float16": 0x7E007E00, "bfloat16": 0x7FC07FC0}
 ALIVE_CHECK_S = 0.05
 # a handshake still unanswered after max(HANG_FACTOR x the reference's time for its calls, the hang floor) is a hung or
 # runaway candidate: the stage ends there (a timeout) instead of at its deadline. The floor (``hang_s``, from
 # ``EvalConfig.hang_seconds``) covers a first call's one-off costs (library handles, lazily loaded modules)
 HANG_FACTOR = 10.0
-TRUSTED_PHASES = (0, 1, 2, 4)  # cuda: copy, flush, go + hold, seal
-CANDIDATE_PHASE = 3  # cuda: from the hold's end to the done: the candidate's work and the handshake's round trip
+TRUSTED_PHASES = (0, 1, 3)  # cuda: copy, flush, seal
+# cuda: from the go to the done: the candidate's work and the switches of context (the GPU may switch to the candidate
+# as soon as the go is written, before any later mark of the clock's stream: the go belongs to this phase)
+CANDIDATE_PHASE = 2
 
 
 class CandidateSilent(RuntimeError):
@@ -118,6 +119,7 @@ class Handshake:
     key: int = 0
     outputs: list[list[Any]] = dataclasses.field(default_factory=list)  # per call: tensors, or a problem string
     cpu: Spent | None = None  # cpu: the run time the kernel accounted to the candidate's threads (``cputime.py``)
+    queued: bool = False  # cuda: the candidate had queued its calls before the go (else part of its host path is timed)
 
     @property
     def error(self) -> dict[str, Any] | None:
@@ -156,7 +158,6 @@ class Clock:
         exchange: str,
         root_pid: int,
         gpulib: str = "",
-        hold_us: float = 0,
         symbols_dir: str = "",
         *,
         expect: Any = None,
@@ -170,7 +171,6 @@ class Clock:
 
         self.torch, self.model, self.draw, self.device = torch, model, draw, device
         self.cuda = device.startswith("cuda")
-        self.hold_us = hold_us
         self.freezer = Freezer(root_pid)
         self.block = ControlBlock(os.path.join(exchange, CONTROL_FILE), create=True)
         self.words = self.block.words
@@ -211,7 +211,7 @@ class Clock:
             self.block.map_for_device(self.gpu)
             self.flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
             self.seal_out = torch.zeros(self.max_calls * max(1, len(self.templates)), dtype=torch.int64, device=device)
-            self.events = [torch.cuda.Event(enable_timing=True) for _ in range(6)]
+            self.events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
         else:
             self.wake = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
             self.wake.bind(os.path.join(exchange, WAKE_SOCKET))
@@ -329,15 +329,15 @@ class Clock:
             return CandidateSilent(f"the candidate's process ended during handshake {number}")
         return CandidateSilent(self._hang_reason or f"the candidate did not answer handshake {number} in time")
 
-    def hold_length_us(self) -> float:
-        """cuda: how long the GPU is held after a handshake's go, whatever its calls (within ``MAX_HOLD_US``): the
-        hold covers the host path into the first call; the later calls are queued while the earlier ones run, so a
-        call whose host path is longer than its GPU work is charged the difference."""
-        return min(MAX_HOLD_US, FIRST_CALL_HOLD_US + self.hold_us)
-
     def _handshake_cuda(self, number: int, sets: list[int], deadline: float) -> Handshake:
         assert self.gpu is not None
-        events, gpu = self.events, self.gpu
+        events, gpu, words = self.events, self.gpu, self.words
+        words[PROGRESS] = 0
+        words[ARM] = number
+        queued = self._await_queued(number, deadline)
+        if queued:
+            description = self._described(number)
+            outputs = self._map_outputs(description, len(sets))
         key = secrets.randbits(63)
         self.seal_out.zero_()
         events[0].record()
@@ -345,22 +345,52 @@ class Clock:
         events[1].record()
         self.flush.fill_(0)
         events[2].record()
+        # the go opens the candidate's phase: the GPU may switch to the candidate's context as soon as it is written
         gpu.flag(self.block.device_word(GO), number)
-        gpu.hold(self.hold_length_us())
+        if not queued:  # the candidate goes on with its calls now: what is left of its host path is timed
+            description = self._await(DESCRIBED, number, deadline, done_ends=False)
+            outputs = self._map_outputs(description, len(sets))
+        gpu.wait(self.block.device_word(DONE), number)
         events[3].record()
-        description = self._await(DESCRIBED, number, deadline)
-        outputs = self._map_outputs(description, len(sets))
-        self._await(DONE, number, deadline)
+        self._seal(outputs, key)
         events[4].record()
+        try:
+            self._await(DONE, number, deadline)
+        except CandidateSilent:
+            words[DONE] = number  # lets this stream past its wait (the candidate's never will): the stage ends
+            raise
+        events[4].synchronize()
         later = self.block.read_description()  # a fault found after the description: the candidate says so
         if later.get("n") == number and isinstance(later.get("error"), dict):
             description = later
-        self._seal(outputs, key)
-        events[5].record()
-        events[5].synchronize()
-        phases = [events[i].elapsed_time(events[i + 1]) * 1e3 for i in range(5)]
-        self.torch.cuda.synchronize(self.device)
-        return Handshake(number, sets, events[0].elapsed_time(events[5]) * 1e3, phases, description, key, outputs)
+        phases = [events[i].elapsed_time(events[i + 1]) * 1e3 for i in range(4)]
+        total = events[0].elapsed_time(events[4]) * 1e3
+        return Handshake(number, sets, total, phases, description, key, outputs, queued=queued)
+
+    def _await_queued(self, number: int, deadline: float) -> bool:
+        """cuda: waits until the candidate has queued handshake ``number`` and described its outputs (True), or until
+        its count of queued calls has not moved for ``QUEUE_STALL_S`` or ``QUEUE_WAIT_S`` have passed (False)."""
+        words = self.words
+        start = moved = checked = time.monotonic()
+        progress = words[PROGRESS]
+        while words[DESCRIBED] != number:
+            now = time.monotonic()
+            if words[PROGRESS] != progress:
+                progress, moved = words[PROGRESS], now
+            elif now - moved > QUEUE_STALL_S or now - start > QUEUE_WAIT_S:
+                return False
+            if now - checked > ALIVE_CHECK_S:
+                checked = now
+                if now > deadline or not self.freezer.alive():
+                    raise self._silent(number)
+        return True
+
+    def _described(self, number: int) -> dict[str, Any]:
+        """The description of handshake ``number`` the candidate wrote, or an error standing for it."""
+        description = self.block.read_description()
+        if self.words[DESCRIBED] != number or description.get("n") != number:
+            return {"error": {"type": "MissingDescription", "message": "no description of this handshake"}}
+        return description
 
     def _handshake_cpu(self, number: int, sets: list[int], deadline: float) -> Handshake:
         assert self.wake is not None
@@ -408,23 +438,20 @@ class Clock:
         outputs = self._read_cpu(description, len(sets))
         return Handshake(number, sets, total, phases, description, outputs=outputs, cpu=ran)
 
-    def _await(self, word: int, number: int, deadline: float) -> dict[str, Any]:
-        """Spins until the candidate wrote ``number`` into ``word``; for ``DESCRIBED``, returns the description."""
+    def _await(self, word: int, number: int, deadline: float, *, done_ends: bool = True) -> dict[str, Any]:
+        """Spins until the candidate wrote ``number`` into ``word``; for ``DESCRIBED``, returns the description (with
+        ``done_ends``, a done without a description ends the wait: on cpu the candidate describes before it says done;
+        on cuda its stream may say done before its host has described)."""
         words, checked = self.words, time.monotonic()
         while words[word] != number:
-            if word == DESCRIBED and words[DONE] == number and words[DESCRIBED] != number:
+            if done_ends and word == DESCRIBED and words[DONE] == number and words[DESCRIBED] != number:
                 break  # done without a description: a candidate fault, judged below
             now = time.monotonic()
             if now - checked > ALIVE_CHECK_S:
                 checked = now
                 if now > deadline or not self.freezer.alive():
                     raise self._silent(number)
-        if word != DESCRIBED:
-            return {}
-        description = self.block.read_description()
-        if words[DESCRIBED] != number or description.get("n") != number:
-            return {"error": {"type": "MissingDescription", "message": "no description of this handshake"}}
-        return description
+        return self._described(number) if word == DESCRIBED else {}
 
     # -- reading outputs ----------------------------------------------------------------------------------------
 

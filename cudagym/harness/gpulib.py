@@ -15,6 +15,10 @@ Kernels (built once per cache directory and architecture with nvcc, loaded with 
   be made that keeps it.
 * **fill**: writes a byte pattern over a range (poisoning outputs through a mapping).
 
+Stream waits (``libcuda``'s ``cuStreamWaitValue32`` through ctypes): a stream stops until a word of memory mapped for
+the device reaches a value, without occupying an SM, so that the other process's context has the GPU meanwhile. The
+candidate queues its calls behind a wait for the clock's *go*; the clock's stream waits for the candidate's *done*.
+
 Driver calls (``libcuda`` through ctypes): an allocation's interprocess handle and the range it covers, and the
 opening and closing of a handle exported by another process. torch's own sharing (``_share_cuda_``) also creates
 reference-count files in /dev/shm, which a candidate with a private /dev/shm cannot see; these calls need nothing
@@ -178,6 +182,19 @@ def build(folder: Path, arch: str, nvcc: str = "nvcc", timeout: float = 120.0) -
     return target
 
 
+CU_STREAM_WAIT_VALUE_GEQ = 0x0
+
+
+def _driver_function(names: tuple[str, ...]) -> Any:
+    """The first of ``names`` that ``libcuda`` exports (newer drivers keep the older spelling too)."""
+    driver = ctypes.CDLL("libcuda.so.1")
+    for name in names:
+        function = getattr(driver, name, None)
+        if function is not None:
+            return function
+    raise RuntimeError(f"libcuda exports none of {', '.join(names)}")
+
+
 class GpuLib:
     """The loaded library for one device; every launch goes on the current stream unless a stream is given."""
 
@@ -197,6 +214,9 @@ class GpuLib:
         self.blocks = int(props.multi_processor_count) * (per_sm // self.threads)
         self.streaming_blocks = int(props.multi_processor_count) * 4  # for the hash and the fill
         self.device = device
+        self._wait_value = _driver_function(("cuStreamWaitValue32_v2", "cuStreamWaitValue32"))
+        self._wait_value.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
+        self._wait_value.restype = ctypes.c_int
 
     def _stream(self, stream: Any = None) -> int:
         return int((stream or self._torch.cuda.current_stream(self.device)).cuda_stream)
@@ -230,6 +250,12 @@ class GpuLib:
         """Writes the 32-bit ``pattern`` (little-endian, repeated) over ``nbytes`` at ``address``."""
         code = self._lib.cudagym_fill(self._stream(stream), address, nbytes, pattern, self.streaming_blocks)
         self._check(code, "the fill kernel")
+
+    def wait(self, device_address: int, value: int, stream: Any = None) -> None:
+        """Makes the stream wait until the 32-bit word at ``device_address`` (host memory mapped for the device)
+        reaches ``value`` (``(int32)(word - value) >= 0``): later work of the stream starts only then."""
+        code = self._wait_value(self._stream(stream), device_address, value & 0xFFFFFFFF, CU_STREAM_WAIT_VALUE_GEQ)
+        self._check(code, "cuStreamWaitValue32")
 
     def register_host(self, host_address: int, nbytes: int) -> int:
         """Pins and maps host memory for the device; returns its device address."""

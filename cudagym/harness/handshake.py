@@ -1,21 +1,31 @@
 """The handshake between the trusted clock (the reference process) and a candidate process, both sides' shared part.
 
 The two processes share a *control block*: a small file in the candidate's private exchange folder, mapped by both
-(and, on cuda, pinned and mapped for the device, so that a stream can write into it). Every call the candidate makes
-belongs to a numbered *handshake* of one or more calls; the trusted side writes the number into ``GO`` when the
-inputs are in place, the candidate runs its calls, writes a description of its outputs and then the number into
-``DONE``. The candidate learns nothing else: not whether a handshake is timed, checked, a warm-up or part of
-verification; every handshake looks alike.
+(and, on cuda, pinned and mapped for the device, so that streams can write into it and wait on it). Every call the
+candidate makes belongs to a numbered *handshake* of one or more calls. The candidate learns nothing else: not whether
+a handshake is timed, checked, a warm-up or part of verification; every handshake looks alike.
+
+* **cuda**: the trusted side writes the number into ``ARM``; the candidate queues its calls behind a wait of its stream
+  for ``GO`` (the inputs do not exist yet: its kernels cannot start), then the write of ``DONE`` by its stream, and
+  describes its outputs (``DESCRIBED``). The clock then writes the inputs and ``GO`` from its own stream and its stream
+  waits for ``DONE``: the candidate's host path (Python, dispatch, launches) lies before the timed interval, which holds
+  only device work. A forward that waits for the device itself (``.item()``, a synchronisation) cannot finish queueing
+  before ``GO``: the clock sees its progress stall (``PROGRESS``) and goes on without the queue; the rest of that
+  host path is then inside the interval.
+* **cpu**: the trusted side writes the number into ``GO`` when the inputs are in place (the candidate is frozen), the
+  candidate runs its calls, writes a description of its outputs and then the number into ``DONE``.
 
 Word layout (little-endian uint64 words at the start of the block):
 
 * ``GO``: the number of the handshake the candidate may run (cuda: written by the clock's stream once the inputs are
   written; cpu: by the clock while the candidate is frozen);
 * ``DONE``: the candidate's calls of that handshake are finished (cuda: written by the candidate's stream after its
-  work; cpu: by the candidate, which also sends a datagram to wake the clock);
+  work, or by its host when a call failed; cpu: by the candidate, which also sends a datagram to wake the clock);
 * ``DESCRIBED``: the candidate has written the description of that handshake's outputs (bytes from ``DESCRIPTION``);
 * ``CALLS``: how many calls the handshake holds; ``SETS``..: the input set of each call;
-* ``STATE``: ``CALIBRATING`` (before the agent's code is loaded), ``SERVING``, ``ENDED``.
+* ``STATE``: ``CALIBRATING`` (before the agent's code is loaded), ``SERVING``, ``ENDED``;
+* ``ARM`` (cuda): the number of the handshake the candidate may queue; ``PROGRESS`` (cuda): how many of its calls the
+  candidate has queued (reset by the clock before each ``ARM``).
 
 Inputs live in *input sets* owned by the trusted side: device buffers shared by CUDA IPC (cuda) or files in the
 exchange folder mapped by both (cpu); ``open_inputs``/``describe_inputs`` turn them into specs and back. Imports only
@@ -36,7 +46,7 @@ CONTROL_BYTES = 1 << 17
 DESCRIPTION = 4096  # byte offset of the description in the control block
 MAX_CALLS = 16  # calls one handshake may hold
 
-GO, DONE, DESCRIBED, CALLS, STATE, DESCRIPTION_BYTES = range(6)
+GO, DONE, DESCRIBED, CALLS, STATE, DESCRIPTION_BYTES, ARM, PROGRESS = range(8)
 SETS = 8  # word index of the first call's input set
 CALIBRATING, SERVING, ENDED = 0, 1, 2
 

@@ -243,7 +243,6 @@ class ReferenceServer:
         exchange: str,
         root_pid: int,
         gpu_library: str = "",
-        hold_us: float = 0.0,
         symbols_dir: str = "",
         hang_s: float = 0.0,
     ) -> dict[str, Any]:
@@ -264,7 +263,6 @@ class ReferenceServer:
             exchange,
             root_pid,
             gpu_library,
-            hold_us,
             symbols_dir,
             expect=self._expected,
             hang_s=hang_s,

@@ -31,12 +31,6 @@ MIN_CHECKED = 3  # compared calls per timing at least
 # says otherwise, so that the handshake's own cost, calibrated and taken off, and its noise weigh little per call (on
 # cuda a handshake's round trip of two context switches is ~0.3 ms with noise of tens of microseconds)
 TARGET_HANDSHAKE_US = {True: 2000.0, False: 5000.0}
-# cuda: a call shorter than this gets one call per handshake whatever the target. The hold keeps only the first call's
-# host path out of the interval; a later call is queued while the earlier ones run, and where its host path (the
-# forward's Python, the description of its outputs, now and then the operator recording) outlasts the device work
-# queued before it, the GPU waits and the wait is charged. On the H200 that made 38 us calls read 0.96-1.66x their event
-# time at sixteen calls per handshake, from run to run, while 73 us calls read within 4% at eight
-SEVERAL_CALLS_MIN_US = {True: 60.0, False: 0.0}
 EAGER_EVERY = 8  # timed handshakes between two eager re-validations
 EAGER_SAMPLES = 5  # eager re-validations at least
 
@@ -128,6 +122,7 @@ class Timing:
         self.ran: list[Spent] = []  # cpu: the run time of each timed handshake
         self.slowed = 0
         self.handshakes = 0
+        self.queued = 0  # cuda: timed handshakes whose calls the candidate had queued before the go
 
     def _one(self, calls: int, *, force_check: bool = False) -> list[float] | None:
         """One handshake of ``calls`` calls on fresh inputs, a random share checked; its per-call time, or None
@@ -149,6 +144,7 @@ class Timing:
                     self.failure = check
                     return None
         self.slowed += clock.clock_slowed(record)
+        self.queued += record.queued
         self.phases.append(record.phases_us)
         if record.cpu is not None:
             self.ran.append(record.cpu)
@@ -207,11 +203,7 @@ class Timing:
 
     def _calls_per_handshake(self, one_call_ms: float) -> int:
         """The calls a timed handshake holds: as many as reach the handshake target (``TimingConfig.handshake_us``)
-        at ``one_call_ms`` per call, a power of two the clock calibrated; one on cuda for calls shorter than
-        ``SEVERAL_CALLS_MIN_US``, whose host paths could outlast their device work (docs/benchmarks.md, the trusted
-        clock)."""
-        if one_call_ms * 1e3 < SEVERAL_CALLS_MIN_US[self.clock.cuda]:
-            return 1
+        at ``one_call_ms`` per call, a power of two the clock calibrated."""
         target = self.config.handshake_us
         if target is None:
             target = TARGET_HANDSHAKE_US[self.clock.cuda]
@@ -233,6 +225,7 @@ class Timing:
             "checked_calls": self.checked,
             "handshakes": self.handshakes,
             "clock_slowed": self.slowed,
+            "queued_handshakes": self.queued,
             "eager_ms": self.eager_ms,
             "calibration": {
                 str(k): {
@@ -259,8 +252,8 @@ class Timing:
 
     def _method(self, calls: int) -> str:
         where = (
-            "cuda events on the reference's own stream around inputs written, L2 flushed, GPU held, the candidate's "
-            "calls and their outputs sealed"
+            "cuda events on the reference's own stream around inputs written, L2 flushed, the candidate's calls "
+            "(queued before its go) and their outputs sealed"
             if self.clock.cuda
             else self.clock.cpu_method
         )

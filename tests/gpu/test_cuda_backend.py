@@ -214,8 +214,18 @@ def test_gpu_faults_are_survived(fault: str) -> None:
 
 
 def side_stream(joined: bool) -> str:
-    """A relu that spins about 3 ms before writing its output, on a private stream; ``joined``: the current stream
-    waits for it before the call returns (honest), else the call says it is done with the work still running."""
+    """A relu that spins about 3 ms before writing its output, on a private stream; ``joined``: the private stream
+    waits for the current one before it starts and the current stream for it before the call returns (a correct
+    program: its inputs are written on the current stream), else the call says it is done with the work still
+    running."""
+    fork = (
+        "  static cudaEvent_t ready = nullptr;\n"
+        "  if (ready == nullptr) cudaEventCreateWithFlags(&ready, cudaEventDisableTiming);\n"
+        "  cudaEventRecord(ready, stream);\n"
+        "  cudaStreamWaitEvent(side, ready, 0);\n"
+        if joined
+        else ""
+    )
     join = (
         "  static cudaEvent_t done = nullptr;\n"
         "  if (done == nullptr) cudaEventCreateWithFlags(&done, cudaEventDisableTiming);\n"
@@ -235,7 +245,7 @@ __global__ void slow_relu(const float* x, float* y, int64_t n) {{
 {LAUNCHER} {{
   static cudaStream_t side = nullptr;
   if (side == nullptr) cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking);
-  slow_relu<<<1024, 256, 0, side>>>(x, y, n);  // on a private stream
+{fork}  slow_relu<<<1024, 256, 0, side>>>(x, y, n);  // on a private stream
 {join}}}
 """
 

@@ -13,6 +13,7 @@ Run on the device machine: ``python -m pytest -m gpu``.
 from __future__ import annotations
 
 import dataclasses
+import time
 
 import pytest
 from cudagym_testing import relu_solution, write_all
@@ -107,3 +108,45 @@ def test_tampering_with_the_candidates_own_clock_changes_no_gpu_figure(
     # a forged figure would be a thousandth of the honest one; an honest profile of this few-microsecond kernel
     # may read a few times the first one (the trusted clock's noise at that length), never a fraction of it
     assert honest_ms / 2 < result["candidate_ms"] < honest_ms * 5, (result["candidate_ms"], honest_ms)
+
+
+# an honest forward that waits for the device inside every call, as `.item()` or printing a value would: it cannot
+# finish queueing its calls before the clock's go (its wait is behind the go), so the clock must go on without it
+SYNCING_FORWARD = """
+
+import torch as _torch
+
+_Queued = ModelNew
+
+
+class ModelNew(_Queued):
+    def forward(self, *args):
+        out = super().forward(*args)
+        _torch.cuda.synchronize()
+        return out
+"""
+
+
+def test_an_honest_forward_is_queued_before_its_go(env: CudaKernelEnv, honest_ms: float) -> None:
+    env.reset(options={"task_id": RELU})
+    write_all(env, relu_solution("cuda"))
+    obs, _, _, _, info = env.step(tool_call("profile"))
+    assert info["status"] == "ok", obs
+    clock = info["result"]["clock"]
+    # every handshake but a first one that loads the kernel's module lazily: its host path lies before the interval
+    assert clock["queued_handshakes"] >= 0.9 * clock["handshakes"], clock
+
+
+def test_a_forward_that_waits_for_the_device_is_timed_not_stuck(env: CudaKernelEnv, honest_ms: float) -> None:
+    env.reset(options={"task_id": RELU})
+    files = relu_solution("cuda")
+    write_all(env, {**files, "model_new.py": files["model_new.py"] + SYNCING_FORWARD})
+    start = time.monotonic()
+    obs, _, _, _, info = env.step(tool_call("profile"))
+    seconds = time.monotonic() - start
+    assert info["status"] == "ok", obs
+    clock = info["result"]["clock"]
+    assert clock["queued_handshakes"] == 0, clock  # no handshake could queue: each went on when progress stopped
+    # what is left of its host path (the synchronisation's return, the description) is timed: never less than honest
+    assert info["result"]["candidate_ms"] > honest_ms / 2, (info["result"]["candidate_ms"], honest_ms)
+    assert seconds < 60, seconds
