@@ -294,6 +294,47 @@ def test_the_command_line_runs_a_stage_from_a_checkpoint(run: Run, tmp_path: Pat
     assert json.loads((tmp_path / "curve.json").read_text())[0]["stage"] == "value"
 
 
+@pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="needs peft (LoRA)")
+def test_lora_trains_only_the_adapters_and_saves_a_plain_merged_model(tmp_path: Path) -> None:
+    from transformers import AutoModelForCausalLM
+
+    from cudagym.baselines.llm_ppo import PPOSettings, load_policy
+    from cudagym.baselines.llm_ppo.artefacts import RunLog
+    from cudagym.baselines.llm_ppo.render import ChatRenderer
+    from cudagym.baselines.llm_ppo.stages import rejection_finetune
+    from cudagym.baselines.llm_ppo.tiny import tiny_corpus
+    from cudagym.tasks import load
+    from cudagym.tools import tool_schemas
+
+    policy = load_policy("tiny", corpus=tiny_corpus(load("builtin", ids=[RELU])), device="cpu", lora_rank=4)
+    named = dict(policy.actor.named_parameters())
+    trained = {name for name, p in named.items() if p.requires_grad}
+    assert trained and all("lora_" in name for name in trained)  # the base weights are frozen
+    before = {name: p.detach().clone() for name, p in named.items()}
+    call = {"id": "c1", "type": "function", "function": {"name": "compile", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "write relu"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "compiled"},
+        {"role": "assistant", "content": "done"},
+    ]
+    data = tmp_path / "rft.jsonl"
+    data.write_text(json.dumps({"messages": messages, "metadata": {"reward": 1.0, "task_id": RELU}}) + "\n")
+    renderer = ChatRenderer(policy.tokenizer, tool_schemas("openai"))
+    settings = PPOSettings(minibatch=1, sft_epochs=2, actor_lr=1e-2)
+    result = rejection_finetune(policy, renderer, [data], settings, out=tmp_path, log=RunLog(tmp_path / "log"))
+    after = dict(policy.actor.named_parameters())
+    assert any(not torch.equal(before[name], after[name]) for name in trained)
+    assert all(torch.equal(before[name], after[name]) for name in named if name not in trained)
+    # the checkpoint is the merged model, loadable without peft: its outputs are the adapted actor's
+    saved = AutoModelForCausalLM.from_pretrained(result.checkpoint / "actor")
+    ids = torch.tensor([policy.tokenizer("write relu")["input_ids"]])
+    policy.actor.eval()
+    with torch.no_grad():
+        expected, got = policy.actor(input_ids=ids).logits, saved(input_ids=ids).logits
+    assert torch.allclose(expected, got, atol=1e-4)
+
+
 @pytest.mark.gpu
 def test_the_recipe_on_the_gpu(tmp_path: Path, fast_config: EvalConfig) -> None:
     """All four stages with the tiny model on the GPU and the cuda backend (the H200 run's path, at its smallest)."""
