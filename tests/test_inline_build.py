@@ -3,8 +3,11 @@ an identical request is a cache hit, an edit recompiles only what changed, a req
 output, and what a solution's ``load_inline`` gets depends only on its own sources and flags (a candidate that
 plants a fake extension where a later solution's would be found achieves nothing).
 
-The builder-level tests use torch-free sources (``no_implicit_headers``), which compile in a fraction of a second;
-the env-level ones compile ``torch/extension.h`` like KernelBench solutions do, once per solution."""
+The builder-level tests use torch-free sources (``no_implicit_headers``), which compile in a fraction of a second,
+without the precompiled ``torch/extension.h`` (they never include it: its background build would only take the
+machine's cores from the other tests). The env-level ones compile ``torch/extension.h`` like KernelBench solutions
+do, once per solution, against the precompiled header, which the first of them waits for (building it once instead of
+compiling the whole header for the solutions that come before it is ready)."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from cudagym_testing import RELU, relu_solution, write_all
 
 from cudagym.backends import resolve_backend
 from cudagym.baselines import tool_call
-from cudagym.build import Builder
+from cudagym.build import Builder, BuildOptions
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig, LocalEvaluator
 from cudagym.harness.inline_request import request_key
@@ -57,7 +60,8 @@ def plain_request(body: str, **changes: Any) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def inline_builder(cache_dir: Path) -> InlineBuilder:
-    return InlineBuilder(Builder(resolve_backend("cpu"), cache_dir=cache_dir))
+    """A cpu builder for torch-free requests: no precompiled ``torch/extension.h``, which their sources never use."""
+    return InlineBuilder(Builder(resolve_backend("cpu"), cache_dir=cache_dir, options=BuildOptions(use_pch=False)))
 
 
 @pytest.fixture
@@ -157,8 +161,11 @@ sys.stdout.flush()
 
 @pytest.fixture(scope="module")
 def env(fast_config: EvalConfig) -> Iterator[CudaKernelEnv]:
-    """One cpu env for the module; no static checks, so that the planting candidate gets as far as it can."""
-    config = dataclasses.replace(fast_config, policy=IntegrityPolicy.without_static_checks())
+    """One cpu env for the module; no static checks, so that the planting candidate gets as far as it can. Its
+    compiles wait for the precompiled header (the default compiles without it while it is built in the background:
+    here that would compile all of ``torch/extension.h`` for the first two solutions, beside the header's build)."""
+    build = dataclasses.replace(fast_config.build, wait_for_pch=True)
+    config = dataclasses.replace(fast_config, policy=IntegrityPolicy.without_static_checks(), build=build)
     environment = CudaKernelEnv(backend="cpu", eval_config=config)
     yield environment
     environment.close()
