@@ -71,6 +71,10 @@ class BuildOptions:
     timeout_seconds: float = 300.0
     jobs: int = 0  # parallel compiler processes; 0 = one per core
     use_pch: bool = True
+    # single-file solutions (cudagym.inline_build): a CUDA source that includes torch/extension.h is compiled first
+    # against torch/types.h in its place where that cannot change what it means (cudagym.light_headers), and as
+    # written where that copy fails; False: always as written
+    light_headers: bool = True
     # False: a compile that finds the precompiled header not built yet compiles without it while it is built in the
     # background (a fresh machine's first compile never waits for it); True: the compile waits for it
     wait_for_pch: bool = False
