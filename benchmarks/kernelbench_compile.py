@@ -8,7 +8,10 @@ Both formats hold the same kernel: a tiled fp32 matmul of two 4096x4096 matrices
   torch wrapper in ``cuda_sources`` with ``#include <torch/extension.h>``, ``functions=[...]``), as KernelBench's
   solutions do. It is built the way cudagym builds it: the request a candidate's ``load_inline`` sends
   (``cudagym/harness/inline_loader.py``) goes through ``cudagym.inline_build.InlineBuilder`` (``main.cpp`` against a
-  precompiled ``torch/extension.h``, ``cuda.cu`` by nvcc, objects cached by content, ccache, the compiler sandbox).
+  precompiled ``torch/extension.h``, ``cuda.cu`` by nvcc against ``torch/types.h`` in place of ``torch/extension.h``
+  where the guard of ``cudagym.light_headers`` allows it, objects cached by content, ccache, the compiler sandbox).
+* **kernelbench-as-written**: the same, with ``BuildOptions(light_headers=False)``: ``cuda.cu`` always compiled as
+  written (with ``torch/extension.h``), as before the light header.
 * **workspace**: ``kernels/matmul.cu`` (the kernel and its launcher, no torch header) and ``kernels/matmul_binding.cpp``
   (the torch wrapper, registered through ``binding_registry.h``), built by ``cudagym.build.Builder``.
 
@@ -21,6 +24,9 @@ Scenarios, each a compile of the build alone (no candidate process, no verify):
 * **warm**: one line of the kernel edited (a constant of the CUDA kernel), the header built and everything else cached:
   the agent's inner loop. The median of ``--runs`` edits.
 * **unchanged**: the same sources again (a new episode submitting them): the cache hit.
+* **broken**: the kernel edited into a compile error (a call of an undeclared function), everything else cached: what
+  an agent's failed edit costs. With the light header that is the lighter copy's failed compile and then the source's
+  own (whose error is the one shown), the path every source the lighter copy cannot build takes. One run.
 
 Where torch has no CUDA libraries (a machine with nvcc but CPU-only torch) a CUDA extension cannot be linked; the
 figures are then the compile alone, the link's failure (fractions of a second) included, and the table says so.
@@ -43,6 +49,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cudagym import inline_build
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import Builder, BuildOptions, join_background_headers
 from cudagym.inline_build import InlineBuilder
@@ -122,10 +129,11 @@ REGISTER_BINDING(matmul, bind);
 )
 
 
-def edited(source: str, token: str) -> str:
+def edited(source: str, token: str, *, broken: bool = False) -> str:
     """``source`` with its kernel's marked line changed (a new constant in the code, so that neither the object cache
-    nor ccache has seen it), as an agent's edit changes a kernel."""
-    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull;")
+    nor ccache has seen it), as an agent's edit changes a kernel; ``broken``: into a compile error as well."""
+    error = f" undeclared_{token}();" if broken else ""
+    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull;{error}")
 
 
 def kernelbench_request(cuda_source: str) -> dict[str, Any]:
@@ -149,11 +157,13 @@ def kernelbench_request(cuda_source: str) -> dict[str, Any]:
 
 @dataclasses.dataclass
 class Format:
-    """One source format: how to compile a version of its kernel with a given cache folder."""
+    """One source format: how to compile a version of its kernel with a given cache folder, and the builder's
+    options that differ from the defaults."""
 
     name: str
     compile: Callable[[Builder, Workspace, str], CompileResult]  # (builder, workspace, kernel source)
     kernel: str
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def compile_kernelbench(builder: Builder, workspace: Workspace, cuda_source: str) -> CompileResult:
@@ -168,6 +178,7 @@ def compile_workspace(builder: Builder, workspace: Workspace, cuda_source: str) 
 
 FORMATS = (
     Format("kernelbench", compile_kernelbench, KERNELBENCH_CUDA),
+    Format("kernelbench-as-written", compile_kernelbench, KERNELBENCH_CUDA, {"light_headers": False}),
     Format("workspace", compile_workspace, WORKSPACE_CU),
 )
 
@@ -185,7 +196,8 @@ def measure(fmt: Format, backend: Backend, runs: int, root: Path, links: bool, w
     workspace: Workspace | None = None
     for run in range(runs):
         cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
-        builder = Builder(backend, cache_dir=cache, options=BuildOptions(wait_for_pch=wait))
+        builder = Builder(backend, cache_dir=cache, options=BuildOptions(wait_for_pch=wait, **fmt.options))
+        inline_build._HEAVY_ONLY.clear()  # the light header's guard is read anew, as in a fresh process
         workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
         started = time.monotonic()
         result = fmt.compile(builder, workspace, edited(fmt.kernel, uuid.uuid4().hex[:8]))
@@ -207,7 +219,17 @@ def measure(fmt: Format, backend: Backend, runs: int, root: Path, links: bool, w
     started = time.monotonic()
     fmt.compile(builder, workspace, source)
     unchanged = time.monotonic() - started
-    return {"cold": cold, "warm": warm, "unchanged": unchanged}
+    started = time.monotonic()
+    result = fmt.compile(builder, workspace, edited(fmt.kernel, uuid.uuid4().hex[:8], broken=True))
+    broken = time.monotonic() - started
+    if result.status is not Status.COMPILE_ERROR or "undeclared_" not in result.diagnostics:
+        raise SystemExit(f"{fmt.name} broken compile did not fail on its error: {result.message}")
+    logger.info("%s broken: %.2f s (%s)", fmt.name, broken, result.message)
+    return {"cold": cold, "warm": warm, "unchanged": unchanged, "broken": broken}
+
+
+def _runs(seconds: list[float]) -> str:
+    return ", ".join(f"{s:.1f}" for s in seconds)
 
 
 def torch_links_cuda() -> bool:
@@ -222,7 +244,7 @@ def main() -> None:
     parser.add_argument("--backend", default="cuda", choices=("cuda",))
     parser.add_argument("--arch", default="", help="sm_XX for a machine without a GPU (nvcc only); default: the GPU's")
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--formats", default="kernelbench,workspace")
+    parser.add_argument("--formats", default="kernelbench,kernelbench-as-written,workspace")
     parser.add_argument("--json", default="")
     parser.add_argument(
         "--wait-for-pch", action="store_true", help="cold compiles wait for the precompiled header (the old way)"
@@ -238,6 +260,7 @@ def main() -> None:
     by_name = {f.name: f for f in FORMATS}
     chosen = [by_name[name] for name in args.formats.split(",")]
     figures: dict[str, Any] = {}
+    load_before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="cudagym-kb-compile-") as tmp:
         for fmt in chosen:
             figures[fmt.name] = measure(fmt, backend, args.runs, Path(tmp), links, args.wait_for_pch)
@@ -246,10 +269,15 @@ def main() -> None:
     )
     if not links:
         print("torch has no CUDA libraries here: compile only (the link of a CUDA extension is not possible)")
-    print(f"{'format':<12} {'cold (s)':>9} {'warm (s)':>9} {'unchanged (s)':>14}   median of {args.runs}")
+    print(f"load average before the run: {load_before[0]:.1f}, after it: {os.getloadavg()[0]:.1f}")
+    print(
+        f"{'format':<24} {'cold (s)':>9} {'warm (s)':>9} {'unchanged (s)':>14} {'broken (s)':>11}"
+        f"   median of {args.runs} (broken: one run)"
+    )
     for name, f in figures.items():
         cold, warm = statistics.median(f["cold"]), statistics.median(f["warm"])
-        print(f"{name:<12} {cold:>9.1f} {warm:>9.1f} {f['unchanged']:>14.2f}")
+        print(f"{name:<24} {cold:>9.1f} {warm:>9.1f} {f['unchanged']:>14.2f} {f['broken']:>11.1f}")
+        print(f"{'':<24} runs: cold {_runs(f['cold'])}; warm {_runs(f['warm'])}")
     if args.json:
         record = {"device": backend.device_name, "arch": backend.arch, "cores": os.cpu_count(), "links": links}
         record["wait_for_pch"] = args.wait_for_pch
