@@ -41,7 +41,9 @@ PROBE = f"#include <{LIGHT_HEADER}>\n#include <torch/extension.h>\n"
 PROBE_NAME = "heavy_probe.cu"
 
 _HEAVY_LINE_RE = re.compile(
-    r'^[ \t]*#[ \t]*include[ \t]*[<"]torch/(?:extension|torch|all)\.h[>"][ \t]*(?://.*)?$', re.M
+    r'^[ \t]*#[ \t]*include[ \t]*(?:<torch/(?:extension|torch|all)\.h>|"torch/(?:extension|torch|all)\.h")'
+    r"[ \t]*(?://.*)?$",
+    re.M,
 )
 _RAW_STRING_RE = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|[uUL])?R"')
 _IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -82,13 +84,19 @@ def code_of(source: str) -> str:
 
 
 def declared_variables(code: str) -> set[str]:
-    """Names ``code`` declares as variables or parameters (``float acc = 0``, ``__shared__ float s[32];``,
-    ``int n)``): a name after a type-like word and before ``= ; , ) [ {``. Over-approximates nothing that matters:
-    a name wrongly taken for a variable is one the source also uses as such a declarator."""
+    """Names ``code`` declares as local variables, parameters or members (``float acc = 0``,
+    ``__shared__ float s[32];``, ``int n)``): a name after a type-like word and before ``= ; , ) [ {``, inside braces
+    or parentheses. A name at namespace scope is left out: it could clash with one of the heavy headers, and a clash
+    is an error of the source as written that the lighter copy would not show."""
     names = set()
+    braces = parens = position = 0
     for match in _VARIABLE_RE.finditer(code):
+        between = code[position : match.start()]
+        braces += between.count("{") - between.count("}")
+        parens += between.count("(") - between.count(")")
+        position = match.start()
         before, name = match.group(1), match.group(2)
-        if before is not None and before in _NOT_A_TYPE:
+        if (braces <= 0 and parens <= 0) or (before is not None and before in _NOT_A_TYPE):
             continue
         names.add(name)
     return names

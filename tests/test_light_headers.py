@@ -44,6 +44,7 @@ def test_the_lighter_copy_replaces_the_heavy_include_lines_and_nothing_else() ->
         '#include <torch/extension.h>\nconst char* s = R"(\n#include <torch/extension.h>\n)";\n',  # a raw string
         '#define TEXT "a\\\n#include <torch/extension.h>\n"\n',  # continued from the line before
         "/* #include <torch/extension.h> */ int x;\n",  # not a line of its own
+        '#include <torch/extension.h"\n',  # a malformed include stays the error it is
     ],
 )
 def test_no_lighter_copy_where_the_edit_could_reach_into_a_literal_or_there_is_nothing_to_replace(source: str) -> None:
@@ -68,6 +69,8 @@ def test_declared_variables_are_the_names_after_a_type() -> None:
     code = "__global__ void k(const float* x, int n) { float acc = 0; __shared__ float Bs[32]; return acc; }"
     found = declared_variables(code)
     assert {"x", "n", "acc", "Bs"} <= found and "k" not in found
+    # at namespace scope a variable could clash with a heavy header's name (an error the light copy would hide)
+    assert "link" not in declared_variables("__device__ int link = 0;\nint f(int v) { return v + link; }")
 
 
 ADDITIONS = HeavyOnly(macros=frozenset({"HEAVY_MACRO"}), names=frozenset({"heavy_fn", "acc"}))
