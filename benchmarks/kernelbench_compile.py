@@ -17,16 +17,19 @@ Both formats hold the same kernel: a tiled fp32 matmul of two 4096x4096 matrices
 
 Scenarios, each a compile of the build alone (no candidate process, no verify):
 
-* **cold**: a new empty cache folder (no objects, no precompiled header, an empty ccache): the first compile of a fresh
-  install. It does not wait for the precompiled header, which is built in the background meanwhile (and waited for
-  afterwards, unmeasured); ``--wait-for-pch`` makes it wait, as compiles did before. The median of ``--runs`` such
-  compiles, each on a new folder.
+* **cold**: a new empty cache folder (no objects, no precompiled header, an empty ccache, the light header's guard not
+  read yet): the first compile of a fresh install. It does not wait for the precompiled header, which is built in the
+  background meanwhile (and waited for afterwards, unmeasured); ``--wait-for-pch`` makes it wait, as compiles did
+  before. The median of ``--cold-runs`` (default ``--runs``) such compiles, each on a new folder.
 * **warm**: one line of the kernel edited (a constant of the CUDA kernel), the header built and everything else cached:
   the agent's inner loop. The median of ``--runs`` edits.
 * **unchanged**: the same sources again (a new episode submitting them): the cache hit.
 * **broken**: the kernel edited into a compile error (a call of an undeclared function), everything else cached: what
   an agent's failed edit costs. With the light header that is the lighter copy's failed compile and then the source's
   own (whose error is the one shown), the path every source the lighter copy cannot build takes. One run.
+
+The formats take turns run by run (format A's first cold run, format B's, A's second...), so that whatever else the
+machine runs weighs on them alike.
 
 Where torch has no CUDA libraries (a machine with nvcc but CPU-only torch) a CUDA extension cannot be linked; the
 figures are then the compile alone, the link's failure (fractions of a second) included, and the table says so.
@@ -188,44 +191,61 @@ def usable(result: CompileResult, links: bool) -> bool:
     return result.status is Status.OK or (not links and result.message == "Linking failed.")
 
 
-def measure(fmt: Format, backend: Backend, runs: int, root: Path, links: bool, wait: bool) -> dict[str, Any]:
-    """Cold, warm and unchanged compiles of ``fmt`` (seconds of each run)."""
-    task = load("builtin").get("builtin/relu")
-    cold: list[float] = []
+@dataclasses.dataclass
+class Subject:
+    """One format being measured: its builder and workspace (those of its last cold run) and its figures."""
+
+    fmt: Format
     builder: Builder | None = None
     workspace: Workspace | None = None
-    for run in range(runs):
-        cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
-        builder = Builder(backend, cache_dir=cache, options=BuildOptions(wait_for_pch=wait, **fmt.options))
-        inline_build._HEAVY_ONLY.clear()  # the light header's guard is read anew, as in a fresh process
-        workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
+    figures: dict[str, Any] = dataclasses.field(default_factory=lambda: {"cold": [], "warm": []})
+
+    def compile(self, source: str, what: str, links: bool) -> float:
+        """Seconds of one compile of ``source`` (which must build, or fail only at a link that cannot work here)."""
+        assert self.builder is not None and self.workspace is not None
         started = time.monotonic()
-        result = fmt.compile(builder, workspace, edited(fmt.kernel, uuid.uuid4().hex[:8]))
-        cold.append(time.monotonic() - started)
+        result = self.fmt.compile(self.builder, self.workspace, source)
+        seconds = time.monotonic() - started
         if not usable(result, links):
-            raise SystemExit(f"{fmt.name} cold compile failed: {result.message}\n{result.diagnostics[-3000:]}")
-        logger.info("%s cold run %d: %.2f s (%s)", fmt.name, run + 1, cold[-1], result.message)
-        join_background_headers()  # the header the first compile did not wait for (unmeasured)
-    assert builder is not None and workspace is not None
-    warm: list[float] = []
+            raise SystemExit(f"{self.fmt.name} {what} compile failed: {result.message}\n{result.diagnostics[-3000:]}")
+        logger.info("%s %s: %.2f s (%s)", self.fmt.name, what, seconds, result.message)
+        return seconds
+
+
+def measure(
+    formats: list[Format], backend: Backend, runs: int, cold_runs: int, root: Path, links: bool, wait: bool
+) -> dict[str, Any]:
+    """Cold, warm, unchanged and broken compiles of each format (seconds of each run), the formats taking turns run
+    by run, so that they share whatever else the machine runs meanwhile."""
+    task = load("builtin").get("builtin/relu")
+    subjects = [Subject(fmt) for fmt in formats]
+    for run in range(cold_runs):
+        for subject in subjects:
+            fmt = subject.fmt
+            cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
+            subject.builder = Builder(backend, cache_dir=cache, options=BuildOptions(wait_for_pch=wait, **fmt.options))
+            inline_build._HEAVY_ONLY.clear()  # the light header's guard is read anew, as in a fresh process
+            subject.workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
+            source = edited(fmt.kernel, uuid.uuid4().hex[:8])
+            subject.figures["cold"].append(subject.compile(source, f"cold run {run + 1}", links))
+            join_background_headers()  # the header the first compile did not wait for (unmeasured)
+    sources: dict[str, str] = {}
     for run in range(runs):
-        source = edited(fmt.kernel, uuid.uuid4().hex[:8])
+        for subject in subjects:
+            sources[subject.fmt.name] = edited(subject.fmt.kernel, uuid.uuid4().hex[:8])
+            subject.figures["warm"].append(subject.compile(sources[subject.fmt.name], f"warm run {run + 1}", links))
+    for subject in subjects:
+        subject.figures["unchanged"] = subject.compile(sources[subject.fmt.name], "unchanged", links)
+    for subject in subjects:
+        assert subject.builder is not None and subject.workspace is not None
         started = time.monotonic()
-        result = fmt.compile(builder, workspace, source)
-        warm.append(time.monotonic() - started)
-        if not usable(result, links):
-            raise SystemExit(f"{fmt.name} warm compile failed: {result.message}\n{result.diagnostics[-3000:]}")
-        logger.info("%s warm run %d: %.2f s (%s)", fmt.name, run + 1, warm[-1], result.message)
-    started = time.monotonic()
-    fmt.compile(builder, workspace, source)
-    unchanged = time.monotonic() - started
-    started = time.monotonic()
-    result = fmt.compile(builder, workspace, edited(fmt.kernel, uuid.uuid4().hex[:8], broken=True))
-    broken = time.monotonic() - started
-    if result.status is not Status.COMPILE_ERROR or "undeclared_" not in result.diagnostics:
-        raise SystemExit(f"{fmt.name} broken compile did not fail on its error: {result.message}")
-    logger.info("%s broken: %.2f s (%s)", fmt.name, broken, result.message)
-    return {"cold": cold, "warm": warm, "unchanged": unchanged, "broken": broken}
+        source = edited(subject.fmt.kernel, uuid.uuid4().hex[:8], broken=True)
+        result = subject.fmt.compile(subject.builder, subject.workspace, source)
+        subject.figures["broken"] = time.monotonic() - started
+        if result.status is not Status.COMPILE_ERROR or "undeclared_" not in result.diagnostics:
+            raise SystemExit(f"{subject.fmt.name} broken compile did not fail on its error: {result.message}")
+        logger.info("%s broken: %.2f s (%s)", subject.fmt.name, subject.figures["broken"], result.message)
+    return {subject.fmt.name: subject.figures for subject in subjects}
 
 
 def _runs(seconds: list[float]) -> str:
@@ -243,7 +263,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="cuda", choices=("cuda",))
     parser.add_argument("--arch", default="", help="sm_XX for a machine without a GPU (nvcc only); default: the GPU's")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=3, help="warm edits per format")
+    parser.add_argument("--cold-runs", type=int, default=0, help="cold compiles per format (default: --runs)")
     parser.add_argument("--formats", default="kernelbench,kernelbench-as-written,workspace")
     parser.add_argument("--json", default="")
     parser.add_argument(
@@ -259,11 +280,10 @@ def main() -> None:
     links = torch_links_cuda()
     by_name = {f.name: f for f in FORMATS}
     chosen = [by_name[name] for name in args.formats.split(",")]
-    figures: dict[str, Any] = {}
     load_before = os.getloadavg()
+    cold_runs = args.cold_runs or args.runs
     with tempfile.TemporaryDirectory(prefix="cudagym-kb-compile-") as tmp:
-        for fmt in chosen:
-            figures[fmt.name] = measure(fmt, backend, args.runs, Path(tmp), links, args.wait_for_pch)
+        figures = measure(chosen, backend, args.runs, cold_runs, Path(tmp), links, args.wait_for_pch)
     print(
         f"\n{backend.device_name} ({backend.arch}), {os.cpu_count()} cores, {platform.node()}, {datetime.date.today()}"
     )
@@ -272,7 +292,7 @@ def main() -> None:
     print(f"load average before the run: {load_before[0]:.1f}, after it: {os.getloadavg()[0]:.1f}")
     print(
         f"{'format':<24} {'cold (s)':>9} {'warm (s)':>9} {'unchanged (s)':>14} {'broken (s)':>11}"
-        f"   median of {args.runs} (broken: one run)"
+        f"   median of {cold_runs} cold, {args.runs} warm (broken: one run)"
     )
     for name, f in figures.items():
         cold, warm = statistics.median(f["cold"]), statistics.median(f["warm"])
