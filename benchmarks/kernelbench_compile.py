@@ -61,6 +61,7 @@ from cudagym.tasks import load
 from cudagym.workspace import Workspace
 
 logger = logging.getLogger("kernelbench_compile")
+COMPILE_TIMEOUT = 1800.0  # a compile is measured, not cut at the builder's default (a loaded machine takes minutes)
 
 KERNEL = r"""
 #define TILE 32
@@ -223,7 +224,8 @@ def measure(
         for subject in subjects:
             fmt = subject.fmt
             cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
-            subject.builder = Builder(backend, cache_dir=cache, options=BuildOptions(wait_for_pch=wait, **fmt.options))
+            options = BuildOptions(wait_for_pch=wait, timeout_seconds=COMPILE_TIMEOUT, **fmt.options)
+            subject.builder = Builder(backend, cache_dir=cache, options=options)
             inline_build._HEAVY_ONLY.clear()  # the light header's guard is read anew, as in a fresh process
             subject.workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
             source = edited(fmt.kernel, uuid.uuid4().hex[:8])

@@ -602,6 +602,9 @@ def ccache_env(cache_dir: Path, workspace: Path, limits: CacheLimits | None = No
     }
 
 
+KILLED_AFTER = "[compiler killed after"  # how a compile's output ends where the timeout ended it
+
+
 def _run(
     cmd: Sequence[str],
     timeout: float,
@@ -621,7 +624,7 @@ def _run(
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        return 124, out.decode(errors="replace") + f"\n[compiler killed after {timeout:.0f} s]"
+        return 124, out.decode(errors="replace") + f"\n{KILLED_AFTER} {timeout:.0f} s]"
     return proc.returncode, out.decode(errors="replace")
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cudagym import light_headers
-from cudagym.build import Builder, CompileUnit, compiler_identity, content_hash, nvcc_command
+from cudagym.build import KILLED_AFTER, Builder, CompileUnit, compiler_identity, content_hash, nvcc_command
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
 from cudagym.light_headers import HeavyOnly
 from cudagym.results import CompileResult, Stage, Status
@@ -184,7 +184,10 @@ class InlineBuilder:
             chosen, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[workspace.path]
         )
         failed = [i for i, light in lighter.items() if not (self.builder.objects_dir / f"{light.key}.o").exists()]
-        if result.status is Status.COMPILE_ERROR and failed:
+        # a compile the timeout ended says nothing of the source (and the file as written, a superset of the copy's
+        # work, would take longer still): that result stands, and the next build tries the copy again
+        timed_out = KILLED_AFTER in result.diagnostics
+        if result.status is Status.COMPILE_ERROR and failed and not timed_out:
             # the lighter copy did not compile: the source as written decides (its own errors, if any, are shown)
             for i in failed:
                 self._mark_heavy(lighter[i])

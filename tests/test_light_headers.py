@@ -204,6 +204,19 @@ def test_a_broken_source_shows_its_own_errors(tmp_path: Path, workspace: Workspa
     assert "undeclared_thing" in result.diagnostics
 
 
+@needs_nvcc
+def test_a_light_compile_the_timeout_ends_is_not_taken_for_a_source_that_needs_the_heavy_header(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    cache = tmp_path / "cache"
+    _, first = builder(cache).build(request(f"#include <torch/extension.h>\n{KERNEL}"), workspace)  # reads the guard
+    assert compiled(first) and used_light(first), first.diagnostics
+    hurried = InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(timeout_seconds=0.001)))
+    _, result = hurried.build(request(f"#include <torch/extension.h>\n{KERNEL}"), workspace)
+    assert result.status is Status.COMPILE_ERROR and "compiler killed after" in result.diagnostics
+    assert used_light(result) and not heavy_markers(cache)  # no second compile; the next build tries the copy again
+
+
 def _without_cache(text: str) -> str:
     return text.replace("<cache>", "")
 
