@@ -9,6 +9,12 @@ compiled against a precompiled ``torch/extension.h`` (built in the background th
 wait for it), ccache, the compiler sandbox. The sources are written under the cache folder by this process alone, and
 the library lands in the builder's content-keyed ``builds`` folder: what a call gets depends only on its sources and
 flags, never on what another candidate left in a folder it could write.
+
+A CUDA file that includes ``torch/extension.h`` is compiled first as a copy (``light/<name>`` beside it) with
+``torch/types.h`` on those lines, where ``cudagym.light_headers``' guard finds that the copy cannot mean something
+else (``BuildOptions.light_headers``): nvcc, which has no precompiled headers, then parses a fraction of torch. A copy
+that fails to compile is remembered (``<cache>/light/failed``) and the file is compiled as written; that build's
+result, errors included, is the one returned. A compile the timeout ended is returned as it is.
 """
 
 from __future__ import annotations
