@@ -8,19 +8,28 @@ Both formats hold the same kernel: a tiled fp32 matmul of two 4096x4096 matrices
   torch wrapper in ``cuda_sources`` with ``#include <torch/extension.h>``, ``functions=[...]``), as KernelBench's
   solutions do. It is built the way cudagym builds it: the request a candidate's ``load_inline`` sends
   (``cudagym/harness/inline_loader.py``) goes through ``cudagym.inline_build.InlineBuilder`` (``main.cpp`` against a
-  precompiled ``torch/extension.h``, ``cuda.cu`` by nvcc, objects cached by content, ccache, the compiler sandbox).
+  precompiled ``torch/extension.h``, ``cuda.cu`` by nvcc against ``torch/types.h`` in place of ``torch/extension.h``
+  where the guard of ``cudagym.light_headers`` allows it, objects cached by content, ccache, the compiler sandbox).
+* **kernelbench-as-written**: the same, with ``BuildOptions(light_headers=False)``: ``cuda.cu`` always compiled as
+  written (with ``torch/extension.h``), as before the light header.
 * **workspace**: ``kernels/matmul.cu`` (the kernel and its launcher, no torch header) and ``kernels/matmul_binding.cpp``
   (the torch wrapper, registered through ``binding_registry.h``), built by ``cudagym.build.Builder``.
 
 Scenarios, each a compile of the build alone (no candidate process, no verify):
 
-* **cold**: a new empty cache folder (no objects, no precompiled header, an empty ccache): the first compile of a fresh
-  install. It does not wait for the precompiled header, which is built in the background meanwhile (and waited for
-  afterwards, unmeasured); ``--wait-for-pch`` makes it wait, as compiles did before. The median of ``--runs`` such
-  compiles, each on a new folder.
+* **cold**: a new empty cache folder (no objects, no precompiled header, an empty ccache, the light header's guard not
+  read yet): the first compile of a fresh install. It does not wait for the precompiled header, which is built in the
+  background meanwhile (and waited for afterwards, unmeasured); ``--wait-for-pch`` makes it wait, as compiles did
+  before. The median of ``--cold-runs`` (default ``--runs``) such compiles, each on a new folder.
 * **warm**: one line of the kernel edited (a constant of the CUDA kernel), the header built and everything else cached:
   the agent's inner loop. The median of ``--runs`` edits.
 * **unchanged**: the same sources again (a new episode submitting them): the cache hit.
+* **broken**: the kernel edited into a compile error (a call of an undeclared function), everything else cached: what
+  an agent's failed edit costs. With the light header that is the lighter copy's failed compile and then the source's
+  own (whose error is the one shown), the path every source the lighter copy cannot build takes. One run.
+
+The formats take turns run by run (format A's first cold run, format B's, A's second...), so that whatever else the
+machine runs weighs on them alike.
 
 Where torch has no CUDA libraries (a machine with nvcc but CPU-only torch) a CUDA extension cannot be linked; the
 figures are then the compile alone, the link's failure (fractions of a second) included, and the table says so.
@@ -43,6 +52,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from cudagym import inline_build
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import Builder, BuildOptions, join_background_headers
 from cudagym.inline_build import InlineBuilder
@@ -51,6 +61,7 @@ from cudagym.tasks import load
 from cudagym.workspace import Workspace
 
 logger = logging.getLogger("kernelbench_compile")
+COMPILE_TIMEOUT = 1800.0  # a compile is measured, not cut at the builder's default (a loaded machine takes minutes)
 
 KERNEL = r"""
 #define TILE 32
@@ -122,10 +133,11 @@ REGISTER_BINDING(matmul, bind);
 )
 
 
-def edited(source: str, token: str) -> str:
+def edited(source: str, token: str, *, broken: bool = False) -> str:
     """``source`` with its kernel's marked line changed (a new constant in the code, so that neither the object cache
-    nor ccache has seen it), as an agent's edit changes a kernel."""
-    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull;")
+    nor ccache has seen it), as an agent's edit changes a kernel; ``broken``: into a compile error as well."""
+    error = f" undeclared_{token}();" if broken else ""
+    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull;{error}")
 
 
 def kernelbench_request(cuda_source: str) -> dict[str, Any]:
@@ -149,11 +161,13 @@ def kernelbench_request(cuda_source: str) -> dict[str, Any]:
 
 @dataclasses.dataclass
 class Format:
-    """One source format: how to compile a version of its kernel with a given cache folder."""
+    """One source format: how to compile a version of its kernel with a given cache folder, and the builder's
+    options that differ from the defaults."""
 
     name: str
     compile: Callable[[Builder, Workspace, str], CompileResult]  # (builder, workspace, kernel source)
     kernel: str
+    options: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
 def compile_kernelbench(builder: Builder, workspace: Workspace, cuda_source: str) -> CompileResult:
@@ -168,6 +182,7 @@ def compile_workspace(builder: Builder, workspace: Workspace, cuda_source: str) 
 
 FORMATS = (
     Format("kernelbench", compile_kernelbench, KERNELBENCH_CUDA),
+    Format("kernelbench-as-written", compile_kernelbench, KERNELBENCH_CUDA, {"light_headers": False}),
     Format("workspace", compile_workspace, WORKSPACE_CU),
 )
 
@@ -177,37 +192,66 @@ def usable(result: CompileResult, links: bool) -> bool:
     return result.status is Status.OK or (not links and result.message == "Linking failed.")
 
 
-def measure(fmt: Format, backend: Backend, runs: int, root: Path, links: bool, wait: bool) -> dict[str, Any]:
-    """Cold, warm and unchanged compiles of ``fmt`` (seconds of each run)."""
-    task = load("builtin").get("builtin/relu")
-    cold: list[float] = []
+@dataclasses.dataclass
+class Subject:
+    """One format being measured: its builder and workspace (those of its last cold run) and its figures."""
+
+    fmt: Format
     builder: Builder | None = None
     workspace: Workspace | None = None
-    for run in range(runs):
-        cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
-        builder = Builder(backend, cache_dir=cache, options=BuildOptions(wait_for_pch=wait))
-        workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
+    figures: dict[str, Any] = dataclasses.field(default_factory=lambda: {"cold": [], "warm": []})
+
+    def compile(self, source: str, what: str, links: bool) -> float:
+        """Seconds of one compile of ``source`` (which must build, or fail only at a link that cannot work here)."""
+        assert self.builder is not None and self.workspace is not None
         started = time.monotonic()
-        result = fmt.compile(builder, workspace, edited(fmt.kernel, uuid.uuid4().hex[:8]))
-        cold.append(time.monotonic() - started)
+        result = self.fmt.compile(self.builder, self.workspace, source)
+        seconds = time.monotonic() - started
         if not usable(result, links):
-            raise SystemExit(f"{fmt.name} cold compile failed: {result.message}\n{result.diagnostics[-3000:]}")
-        logger.info("%s cold run %d: %.2f s (%s)", fmt.name, run + 1, cold[-1], result.message)
-        join_background_headers()  # the header the first compile did not wait for (unmeasured)
-    assert builder is not None and workspace is not None
-    warm: list[float] = []
+            raise SystemExit(f"{self.fmt.name} {what} compile failed: {result.message}\n{result.diagnostics[-3000:]}")
+        logger.info("%s %s: %.2f s (%s)", self.fmt.name, what, seconds, result.message)
+        return seconds
+
+
+def measure(
+    formats: list[Format], backend: Backend, runs: int, cold_runs: int, root: Path, links: bool, wait: bool
+) -> dict[str, Any]:
+    """Cold, warm, unchanged and broken compiles of each format (seconds of each run), the formats taking turns run
+    by run, so that they share whatever else the machine runs meanwhile."""
+    task = load("builtin").get("builtin/relu")
+    subjects = [Subject(fmt) for fmt in formats]
+    for run in range(cold_runs):
+        for subject in subjects:
+            fmt = subject.fmt
+            cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
+            options = BuildOptions(wait_for_pch=wait, timeout_seconds=COMPILE_TIMEOUT, **fmt.options)
+            subject.builder = Builder(backend, cache_dir=cache, options=options)
+            inline_build._HEAVY_ONLY.clear()  # the light header's guard is read anew, as in a fresh process
+            subject.workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
+            source = edited(fmt.kernel, uuid.uuid4().hex[:8])
+            subject.figures["cold"].append(subject.compile(source, f"cold run {run + 1}", links))
+            join_background_headers()  # the header the first compile did not wait for (unmeasured)
+    sources: dict[str, str] = {}
     for run in range(runs):
-        source = edited(fmt.kernel, uuid.uuid4().hex[:8])
+        for subject in subjects:
+            sources[subject.fmt.name] = edited(subject.fmt.kernel, uuid.uuid4().hex[:8])
+            subject.figures["warm"].append(subject.compile(sources[subject.fmt.name], f"warm run {run + 1}", links))
+    for subject in subjects:
+        subject.figures["unchanged"] = subject.compile(sources[subject.fmt.name], "unchanged", links)
+    for subject in subjects:
+        assert subject.builder is not None and subject.workspace is not None
         started = time.monotonic()
-        result = fmt.compile(builder, workspace, source)
-        warm.append(time.monotonic() - started)
-        if not usable(result, links):
-            raise SystemExit(f"{fmt.name} warm compile failed: {result.message}\n{result.diagnostics[-3000:]}")
-        logger.info("%s warm run %d: %.2f s (%s)", fmt.name, run + 1, warm[-1], result.message)
-    started = time.monotonic()
-    fmt.compile(builder, workspace, source)
-    unchanged = time.monotonic() - started
-    return {"cold": cold, "warm": warm, "unchanged": unchanged}
+        source = edited(subject.fmt.kernel, uuid.uuid4().hex[:8], broken=True)
+        result = subject.fmt.compile(subject.builder, subject.workspace, source)
+        subject.figures["broken"] = time.monotonic() - started
+        if result.status is not Status.COMPILE_ERROR or "undeclared_" not in result.diagnostics:
+            raise SystemExit(f"{subject.fmt.name} broken compile did not fail on its error: {result.message}")
+        logger.info("%s broken: %.2f s (%s)", subject.fmt.name, subject.figures["broken"], result.message)
+    return {subject.fmt.name: subject.figures for subject in subjects}
+
+
+def _runs(seconds: list[float]) -> str:
+    return ", ".join(f"{s:.1f}" for s in seconds)
 
 
 def torch_links_cuda() -> bool:
@@ -221,8 +265,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--backend", default="cuda", choices=("cuda",))
     parser.add_argument("--arch", default="", help="sm_XX for a machine without a GPU (nvcc only); default: the GPU's")
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--formats", default="kernelbench,workspace")
+    parser.add_argument("--runs", type=int, default=3, help="warm edits per format")
+    parser.add_argument("--cold-runs", type=int, default=0, help="cold compiles per format (default: --runs)")
+    parser.add_argument("--formats", default="kernelbench,kernelbench-as-written,workspace")
     parser.add_argument("--json", default="")
     parser.add_argument(
         "--wait-for-pch", action="store_true", help="cold compiles wait for the precompiled header (the old way)"
@@ -237,19 +282,24 @@ def main() -> None:
     links = torch_links_cuda()
     by_name = {f.name: f for f in FORMATS}
     chosen = [by_name[name] for name in args.formats.split(",")]
-    figures: dict[str, Any] = {}
+    load_before = os.getloadavg()
+    cold_runs = args.cold_runs or args.runs
     with tempfile.TemporaryDirectory(prefix="cudagym-kb-compile-") as tmp:
-        for fmt in chosen:
-            figures[fmt.name] = measure(fmt, backend, args.runs, Path(tmp), links, args.wait_for_pch)
+        figures = measure(chosen, backend, args.runs, cold_runs, Path(tmp), links, args.wait_for_pch)
     print(
         f"\n{backend.device_name} ({backend.arch}), {os.cpu_count()} cores, {platform.node()}, {datetime.date.today()}"
     )
     if not links:
         print("torch has no CUDA libraries here: compile only (the link of a CUDA extension is not possible)")
-    print(f"{'format':<12} {'cold (s)':>9} {'warm (s)':>9} {'unchanged (s)':>14}   median of {args.runs}")
+    print(f"load average before the run: {load_before[0]:.1f}, after it: {os.getloadavg()[0]:.1f}")
+    print(
+        f"{'format':<24} {'cold (s)':>9} {'warm (s)':>9} {'unchanged (s)':>14} {'broken (s)':>11}"
+        f"   median of {cold_runs} cold, {args.runs} warm (broken: one run)"
+    )
     for name, f in figures.items():
         cold, warm = statistics.median(f["cold"]), statistics.median(f["warm"])
-        print(f"{name:<12} {cold:>9.1f} {warm:>9.1f} {f['unchanged']:>14.2f}")
+        print(f"{name:<24} {cold:>9.1f} {warm:>9.1f} {f['unchanged']:>14.2f} {f['broken']:>11.1f}")
+        print(f"{'':<24} runs: cold {_runs(f['cold'])}; warm {_runs(f['warm'])}")
     if args.json:
         record = {"device": backend.device_name, "arch": backend.arch, "cores": os.cpu_count(), "links": links}
         record["wait_for_pch"] = args.wait_for_pch

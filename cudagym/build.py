@@ -71,6 +71,10 @@ class BuildOptions:
     timeout_seconds: float = 300.0
     jobs: int = 0  # parallel compiler processes; 0 = one per core
     use_pch: bool = True
+    # single-file solutions (cudagym.inline_build): a CUDA source that includes torch/extension.h is compiled first
+    # against torch/types.h in its place where that cannot change what it means (cudagym.light_headers), and as
+    # written where that copy fails; False: always as written
+    light_headers: bool = True
     # False: a compile that finds the precompiled header not built yet compiles without it while it is built in the
     # background (a fresh machine's first compile never waits for it); True: the compile waits for it
     wait_for_pch: bool = False
@@ -598,6 +602,9 @@ def ccache_env(cache_dir: Path, workspace: Path, limits: CacheLimits | None = No
     }
 
 
+KILLED_AFTER = "[compiler killed after"  # how a compile's output ends where the timeout ended it
+
+
 def _run(
     cmd: Sequence[str],
     timeout: float,
@@ -617,7 +624,7 @@ def _run(
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
-        return 124, out.decode(errors="replace") + f"\n[compiler killed after {timeout:.0f} s]"
+        return 124, out.decode(errors="replace") + f"\n{KILLED_AFTER} {timeout:.0f} s]"
     return proc.returncode, out.decode(errors="replace")
 
 

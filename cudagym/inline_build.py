@@ -9,11 +9,18 @@ compiled against a precompiled ``torch/extension.h`` (built in the background th
 wait for it), ccache, the compiler sandbox. The sources are written under the cache folder by this process alone, and
 the library lands in the builder's content-keyed ``builds`` folder: what a call gets depends only on its sources and
 flags, never on what another candidate left in a folder it could write.
+
+A CUDA file that includes ``torch/extension.h`` is compiled first as a copy (``light/<name>`` beside it) with
+``torch/types.h`` on those lines, where ``cudagym.light_headers``' guard finds that the copy cannot mean something
+else (``BuildOptions.light_headers``): nvcc, which has no precompiled headers, then parses a fraction of torch. A copy
+that fails to compile is remembered (``<cache>/light/failed``) and the file is compiled as written; that build's
+result, errors included, is the one returned. A compile the timeout ended is returned as it is.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -24,8 +31,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cudagym.build import Builder, CompileUnit, content_hash, nvcc_command
+from cudagym import light_headers
+from cudagym.build import KILLED_AFTER, Builder, CompileUnit, compiler_identity, content_hash, nvcc_command
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
+from cudagym.light_headers import HeavyOnly
 from cudagym.results import CompileResult, Stage, Status
 from cudagym.workspace import Workspace
 
@@ -175,9 +184,24 @@ class InlineBuilder:
         folder = self._write_sources(sources)
         digest = _workspace_headers(workspace)
         units = [self._unit(folder / name, folder, workspace, sources, includes, digest) for name, _ in sources.files]
+        lighter = {i: light for i, unit in enumerate(units) if (light := self._light_unit(unit, workspace, digest))}
+        chosen = [lighter.get(i, unit) for i, unit in enumerate(units)]
         result = self.builder.build_units(
-            units, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[workspace.path]
+            chosen, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[workspace.path]
         )
+        failed = [i for i, light in lighter.items() if not (self.builder.objects_dir / f"{light.key}.o").exists()]
+        # a compile the timeout ended says nothing of the source (and the file as written, a superset of the copy's
+        # work, would take longer still): that result stands, and the next build tries the copy again
+        timed_out = KILLED_AFTER in result.diagnostics
+        if result.status is Status.COMPILE_ERROR and failed and not timed_out:
+            # the lighter copy did not compile: the source as written decides (its own errors, if any, are shown)
+            for i in failed:
+                self._mark_heavy(lighter[i])
+                chosen[i] = units[i]
+            logger.info("%s: compiling %s as written", _call(request), ", ".join(units[i].source.name for i in failed))
+            result = self.builder.build_units(
+                chosen, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[workspace.path]
+            )
         logger.info("%s: %s in %.2f s (%s)", _call(request), result.status.value, result.seconds, result.message)
         return key, result
 
@@ -233,6 +257,8 @@ class InlineBuilder:
         flags = [*common, "-fPIC", "-std=c++20", *sources.cflags]
         command = [toolchain.cxx, *flags, "-fdiagnostics-color=never", "-c", str(source)]
         plain = self._keyed(source, "binding", command, folder, workspace, header_digest)
+        if not source.read_text(encoding="utf-8", errors="surrogatepass").startswith(EXTENSION_HEADER.strip()):
+            return plain  # the header would add declarations the file does not include (no_implicit_headers, load)
         # one header per set of flags (the module's name does not change it): built in the background the first time,
         # the compile going on without it meanwhile; an object compiled without it then serves just as well
         header_flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
@@ -241,6 +267,95 @@ class InlineBuilder:
             return plain
         command = [*command[:-2], "-include", str(pch), "-Winvalid-pch", *command[-2:]]
         return dataclasses.replace(self._keyed(source, "binding", command, folder, workspace, header_digest), pch=pch)
+
+    def _light_unit(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> CompileUnit | None:
+        """The compile of ``unit``'s CUDA file against ``torch/types.h`` in place of the heavy torch headers
+        (``cudagym.light_headers``): its copy ``light/<name>`` beside it, the same command and flags. None where
+        there is no such copy, where it could mean something else than the file, where it failed to compile
+        before, or where the file's own object is cached already (the light one would only cost a compile)."""
+        if unit.kind != "cu" or not self.builder.options.light_headers:
+            return None
+        text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
+        light_text = light_headers.lighter(text)
+        if light_text is None:
+            return None
+        path = unit.source.parent / "light" / unit.source.name
+        command = [*unit.command[:-1], str(path)]
+        portable = [c.replace(str(unit.source.parent), "<src>").replace(str(workspace.path), "<ws>") for c in command]
+        backend, toolchain = self.builder.backend, self.builder.toolchain
+        key = content_hash(
+            content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, light_text.encode()),
+            header_digest,
+        )
+        light = CompileUnit(path, "cu", tuple(command), key)
+        objects = self.builder.objects_dir
+        if not (objects / f"{key}.o").exists():
+            if (objects / f"{unit.key}.o").exists() or self._heavy_marker(light).exists():
+                return None
+            additions = self._heavy_only(unit, workspace, header_digest)
+            if additions is None:
+                return None
+            if reason := additions.blocks(text):
+                logger.info("%s compiles as written: %s", unit.source.name, reason)
+                return None
+        _write_once(path, light_text)
+        return light
+
+    def _heavy_marker(self, light: CompileUnit) -> Path:
+        """The file that says ``light``'s compile failed (the source needs the heavy headers, or is broken)."""
+        return self.builder.cache_dir / "light" / "failed" / light.key
+
+    def _mark_heavy(self, light: CompileUnit) -> None:
+        marker = self._heavy_marker(light)
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+
+    def _heavy_only(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> HeavyOnly | None:
+        """What the heavy torch headers add for ``unit``'s flags (the module's name aside): read once per toolchain
+        and flags from the preprocessor's output of the light and heavy headers (``light_headers.heavy_only``),
+        then kept under ``<cache>/light``; None where the preprocessor failed (the file then compiles as written)."""
+        flags = [c for c in unit.command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
+        portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
+        key = content_hash(compiler_identity(flags[0]), self.builder.toolchain.torch_version, *portable, header_digest)
+        key = key[:32]
+        if key in _HEAVY_ONLY:
+            return _HEAVY_ONLY[key]
+        stored = self.builder.cache_dir / "light" / f"{key}.json"
+        additions: HeavyOnly | None = None
+        try:
+            data = json.loads(stored.read_text())
+            additions = HeavyOnly(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            additions = self._read_heavy_only(flags, workspace)
+            if additions is not None:
+                text = json.dumps({"macros": sorted(additions.macros), "names": sorted(additions.names)})
+                _write_once(stored, text, replace=True)
+        _HEAVY_ONLY[key] = additions
+        return additions
+
+    def _read_heavy_only(self, flags: list[str], workspace: Workspace) -> HeavyOnly | None:
+        started = time.monotonic()
+        with tempfile.TemporaryDirectory(prefix="cudagym-light-") as tmp:
+            scratch = Path(tmp)
+            probe, out = scratch / light_headers.PROBE_NAME, scratch / "probe.ii"
+            probe.write_text(light_headers.PROBE)
+            command = [*flags, "-Xcompiler", "-dD", "-E", str(probe), "-o", str(out)]
+            code, text = self.builder._run(command, scratch, scratch, readonly=[workspace.path])
+            if code != 0 or not out.exists():
+                logger.warning("the light header check could not preprocess torch's headers: %s", text[-2000:])
+                return None
+            try:
+                additions = light_headers.heavy_only(out.read_text(encoding="utf-8", errors="replace"))
+            except ValueError as exc:
+                logger.warning("the light header check could not read the preprocessor's output: %s", exc)
+                return None
+        logger.info(
+            "heavy torch headers read in %.1f s (%d macros, %d names)",
+            time.monotonic() - started,
+            len(additions.macros),
+            len(additions.names),
+        )
+        return additions
 
     def _keyed(
         self, source: Path, kind: str, command: list[str], folder: Path, workspace: Workspace, header_digest: str
@@ -251,6 +366,21 @@ class InlineBuilder:
         portable = [c.replace(str(folder), "<src>").replace(str(workspace.path), "<ws>") for c in command]
         key = content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, source.read_bytes())
         return CompileUnit(source, kind, tuple(command), content_hash(key, header_digest))
+
+
+_HEAVY_ONLY: dict[str, HeavyOnly | None] = {}  # what the heavy headers add, by toolchain and flags (this process)
+
+
+def _write_once(path: Path, text: str, *, replace: bool = False) -> None:
+    """``path`` holding ``text``, written through a temporary file (readers never see part of it); left as it is
+    where it exists already, unless ``replace``."""
+    if path.exists() and not replace:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as handle:
+        handle.write(text)
+    os.replace(tmp, path)
 
 
 def _workspace_headers(workspace: Workspace) -> str:

@@ -1,0 +1,300 @@
+"""A single-file solution's CUDA source is compiled against ``torch/types.h`` in place of ``torch/extension.h`` only
+where that cannot change it, and as written where the lighter copy fails: a source that needs the heavy headers still
+builds, and a broken one shows its own errors (``cudagym.light_headers``, ``cudagym.inline_build``).
+
+The builder-level tests stand in small headers for torch's (a workspace folder on the include path, searched before
+torch's), so that nvcc compiles them in a second or two; one test reads the guard from torch's own headers (a
+preprocessor run, no compile)."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cudagym_testing import RELU
+
+from cudagym.backends import Backend
+from cudagym.build import Builder, BuildOptions
+from cudagym.inline_build import InlineBuilder, inline_sources
+from cudagym.light_headers import HeavyOnly, code_of, declared_variables, heavy_only, lighter
+from cudagym.results import CompileResult, Status
+from cudagym.tasks import load
+from cudagym.workspace import Workspace
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+NVCC_ONLY = Backend(name="cuda", device="cuda", device_name="nvcc only", arch="sm_90")
+
+# -- the rewrite and the guard, as text ------------------------------------------------------------------------------
+
+
+def test_the_lighter_copy_replaces_the_heavy_include_lines_and_nothing_else() -> None:
+    source = '#include <torch/extension.h>\n  # include "torch/torch.h"  // all of it\nint x;\n#include <torch/all.h>\n'
+    light = lighter(source)
+    assert light == "#include <torch/types.h>\n#include <torch/types.h>\nint x;\n#include <torch/types.h>\n"
+    assert light.count("\n") == source.count("\n")  # the same lines: __LINE__ and diagnostics hold
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#include <torch/types.h>\nint x;\n",  # nothing heavy
+        '#include <torch/extension.h>\nconst char* s = R"(\n#include <torch/extension.h>\n)";\n',  # a raw string
+        '#define TEXT "a\\\n#include <torch/extension.h>\n"\n',  # continued from the line before
+        "/* #include <torch/extension.h> */ int x;\n",  # not a line of its own
+        '#include <torch/extension.h"\n',  # a malformed include stays the error it is
+    ],
+)
+def test_no_lighter_copy_where_the_edit_could_reach_into_a_literal_or_there_is_nothing_to_replace(source: str) -> None:
+    assert lighter(source) is None
+
+
+def test_a_string_that_ends_in_r_is_no_raw_string() -> None:
+    assert lighter('#include <torch/extension.h>\nconst char* e = "CUDA ERROR";\n') is not None
+
+
+def test_code_of_leaves_out_comments_literals_header_names_and_directive_words() -> None:
+    code = code_of(
+        "#include <c10/cuda/x.h>\n#ifdef MACRO_A // note_b\nint f() { return g(\"text_c\", 'd'); } /* e\nf */\n"
+        "#if __has_include(<h_dir/i.h>)\n#endif\n"
+    )
+    words = set(code.split()) | {w for w in code.replace("(", " ").replace(")", " ").split()}
+    assert {"MACRO_A", "f", "g"} <= words
+    assert not {"c10", "note_b", "text_c", "d", "e", "h_dir", "i", "ifdef", "include"} & words
+
+
+def test_declared_variables_are_the_names_after_a_type() -> None:
+    code = "__global__ void k(const float* x, int n) { float acc = 0; __shared__ float Bs[32]; return acc; }"
+    found = declared_variables(code)
+    assert {"x", "n", "acc", "Bs"} <= found and "k" not in found
+    # at namespace scope a variable could clash with a heavy header's name (an error the light copy would hide)
+    assert "link" not in declared_variables("__device__ int link = 0;\nint f(int v) { return v + link; }")
+
+
+ADDITIONS = HeavyOnly(macros=frozenset({"HEAVY_MACRO"}), names=frozenset({"heavy_fn", "acc"}))
+
+
+@pytest.mark.parametrize(
+    ("source", "blocked_by"),
+    [
+        ("int f() { return heavy_fn(); }", "heavy_fn"),
+        ("#ifdef HEAVY_MACRO\nint f();\n#endif\n", "HEAVY_MACRO"),
+        ("int HEAVY_MACRO = 1;", "HEAVY_MACRO"),  # a macro expands whatever the source declares
+        ("void f(py::object o);", "py"),
+        ("PyObject* f();", "PyObject"),
+        ("int f() { float acc = 1; return acc; }", None),  # its own variable hides the heavy name
+        ("int f() { return 1; } // heavy_fn", None),  # a comment names nothing
+    ],
+)
+def test_the_guard_refuses_a_source_whose_names_the_heavy_headers_could_change(
+    source: str, blocked_by: str | None
+) -> None:
+    reason = ADDITIONS.blocks(source)
+    assert (reason is None) if blocked_by is None else (reason is not None and repr(blocked_by) in reason), reason
+
+
+def test_heavy_only_reads_new_and_changed_macros_and_names_from_the_preprocessed_probe() -> None:
+    preprocessed = (
+        '# 1 "/tmp/x/heavy_probe.cu"\n#define KEPT 1\n#define CHANGED 1\n#define GONE 1\n'
+        "namespace at { int light_fn(); struct Tensor { int heavy_member_seen_in_light; }; }\n"
+        '# 2 "/tmp/x/heavy_probe.cu" 2\n'
+        "#define KEPT 1\n#define CHANGED 2\n#undef GONE\n#define NEW(x) x\n"
+        'namespace torch { int heavy_fn(int heavy_param); int light_fn(); const char* s = "in_a_string"; }\n'
+        "int heavy_member_seen_in_light();\n"
+    )
+    additions = heavy_only(preprocessed)
+    assert additions.macros == {"CHANGED", "GONE", "NEW"}
+    assert {"torch", "heavy_fn", "heavy_param"} <= additions.names
+    assert not {"light_fn", "heavy_member_seen_in_light", "in_a_string", "KEPT", "at", "int"} & additions.names
+
+
+# -- the builder, with stand-in headers ------------------------------------------------------------------------------
+
+LIGHT_STAND_IN = "#pragma once\nstruct LightThing { int shared_name; };\ninline int light_value() { return 1; }\n"
+HEAVY_STAND_IN = (
+    "#pragma once\n#include <torch/types.h>\n"
+    "inline int heavy_value() { return 2; }\ninline int shared_name() { return 3; }\n#define HEAVY_MACRO 4\n"
+)
+
+
+def request(cuda: str) -> dict[str, Any]:
+    """A load_inline request whose CUDA source sees the stand-in torch headers (``fake/torch/*.h``)."""
+    return {
+        "loader": "load_inline",
+        "name": "light_ext",
+        "cpp_sources": [],
+        "cuda_sources": [f"{cuda}\n// {uuid.uuid4().hex}\n"],  # new to every cache
+        "functions": None,
+        "with_pytorch_error_handling": True,
+        "no_implicit_headers": True,
+        "extra_cflags": [],
+        "extra_cuda_cflags": ["-O3"],
+        "extra_ldflags": [],
+        "extra_include_paths": ["fake"],
+        "with_cuda": True,
+    }
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    space = Workspace(load("builtin").get(RELU).source_for("cuda"), "light header test", root_dir=tmp_path)
+    (space.path / "fake" / "torch").mkdir(parents=True)
+    (space.path / "fake" / "torch" / "types.h").write_text(LIGHT_STAND_IN)
+    (space.path / "fake" / "torch" / "extension.h").write_text(HEAVY_STAND_IN)
+    return space
+
+
+def builder(cache: Path, *, light: bool = True) -> InlineBuilder:
+    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(light_headers=light)))
+
+
+def compiled(result: CompileResult) -> bool:
+    """Compiled (the link of a CUDA extension fails where torch has no CUDA libraries: a compile is what counts)."""
+    return result.status is Status.OK or result.message == "Linking failed."
+
+
+def used_light(result: CompileResult) -> bool:
+    return any("light/cuda.cu" in command for command in result.commands)
+
+
+def heavy_markers(cache: Path) -> list[Path]:
+    return list((cache / "light" / "failed").glob("*"))
+
+
+KERNEL = "__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n"
+
+
+@needs_nvcc
+def test_a_source_that_needs_only_the_light_header_compiles_against_it_once(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    inline = builder(tmp_path / "cache")
+    asked = request(f"#include <torch/extension.h>\n{KERNEL}int host_value() {{ return light_value(); }}\n")
+    _, first = inline.build(asked, workspace)
+    assert compiled(first), first.diagnostics
+    assert used_light(first) and first.objects_compiled == 2 and not heavy_markers(tmp_path / "cache")
+    _, again = inline.build(asked, workspace)  # unchanged: nothing compiles again
+    assert compiled(again) and again.objects_compiled == 0 and again.objects_reused == 2, again.message
+
+
+@needs_nvcc
+def test_a_source_that_needs_the_heavy_header_still_builds_as_written(tmp_path: Path, workspace: Workspace) -> None:
+    # shared_name is in the light header's text (a member), so the guard lets the copy be tried; the copy fails to
+    # compile (no such function there) and the source as written builds
+    inline = builder(tmp_path / "cache")
+    asked = request(f"#include <torch/extension.h>\n{KERNEL}int host_value() {{ return shared_name(); }}\n")
+    _, first = inline.build(asked, workspace)
+    assert compiled(first), first.diagnostics
+    assert not used_light(first) and len(heavy_markers(tmp_path / "cache")) == 1
+    assert "shared_name" not in first.diagnostics  # the copy's errors are not the agent's
+    _, again = inline.build(asked, workspace)  # the copy is not tried again
+    assert compiled(again) and again.objects_compiled == 0, again.message
+
+
+@needs_nvcc
+def test_a_broken_source_shows_its_own_errors(tmp_path: Path, workspace: Workspace) -> None:
+    broken = request(f"#include <torch/extension.h>\n{KERNEL}int host_value() {{ return undeclared_thing(; }}\n")
+    _, result = builder(tmp_path / "light").build(broken, workspace)
+    _, as_written = builder(tmp_path / "plain", light=False).build(broken, workspace)
+    assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
+    assert not used_light(result) and "light/cuda.cu" not in result.diagnostics
+    assert _without_cache(result.diagnostics) == _without_cache(as_written.diagnostics)
+    assert "undeclared_thing" in result.diagnostics
+
+
+@needs_nvcc
+def test_a_light_compile_the_timeout_ends_is_not_taken_for_a_source_that_needs_the_heavy_header(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    cache = tmp_path / "cache"
+    _, first = builder(cache).build(request(f"#include <torch/extension.h>\n{KERNEL}"), workspace)  # reads the guard
+    assert compiled(first) and used_light(first), first.diagnostics
+    hurried = InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(timeout_seconds=0.001)))
+    _, result = hurried.build(request(f"#include <torch/extension.h>\n{KERNEL}"), workspace)
+    assert result.status is Status.COMPILE_ERROR and "compiler killed after" in result.diagnostics
+    assert used_light(result) and not heavy_markers(cache)  # no second compile; the next build tries the copy again
+
+
+def _without_cache(text: str) -> str:
+    return text.replace("<cache>", "")
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    "body",
+    [
+        "int host_value() { return heavy_value(); }",  # a name only the heavy header declares
+        "#ifdef HEAVY_MACRO\nint host_value() { return 1; }\n#endif",  # a macro of the heavy header
+    ],
+)
+def test_a_source_the_heavy_header_could_change_is_compiled_as_written_at_once(
+    tmp_path: Path, workspace: Workspace, body: str
+) -> None:
+    inline = builder(tmp_path / "cache")
+    _, result = inline.build(request(f"#include <torch/extension.h>\n{KERNEL}{body}\n"), workspace)
+    assert compiled(result), result.diagnostics
+    assert not used_light(result) and not heavy_markers(tmp_path / "cache")  # no copy was tried
+
+
+@needs_nvcc
+def test_without_light_headers_a_source_compiles_as_written_and_its_object_serves_later(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    asked = request(f"#include <torch/extension.h>\n{KERNEL}")
+    _, before = builder(tmp_path / "cache", light=False).build(asked, workspace)
+    assert compiled(before) and not used_light(before), before.diagnostics
+    _, after = builder(tmp_path / "cache").build(asked, workspace)  # no light copy compiled beside a cached object
+    assert compiled(after) and after.objects_compiled == 0 and not used_light(after), after.message
+
+
+# -- with torch's own headers ----------------------------------------------------------------------------------------
+
+PYBIND_IN_CUDA = """#include <torch/extension.h>
+__global__ void fill(float* y, int n) { int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) y[i] = 1.0f; }
+torch::Tensor ones_cuda(torch::Tensor x) {
+  auto y = torch::empty_like(x);
+  fill<<<(x.numel() + 255) / 256, 256>>>(y.data_ptr<float>(), x.numel());
+  return y;
+}
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("ones_cuda", &ones_cuda); }
+"""
+
+
+TYPICAL_CUDA = """#include <torch/extension.h>
+#include <cuda_runtime.h>
+#define CHECK_INPUT(x) TORCH_CHECK(x.is_contiguous(), #x " must be contiguous")
+__global__ void scale_kernel(const float* __restrict__ x, float* __restrict__ y, float scale_factor, int n) {
+  int idx = blockIdx.x * blockDim.x + threadIdx.x;
+  float acc = 0.0f;
+  if (idx < n) { acc = x[idx] * scale_factor; y[idx] = acc; }
+}
+torch::Tensor scale_cuda(torch::Tensor x, float scale_factor) {
+  CHECK_INPUT(x);
+  auto y = torch::empty_like(x);
+  const int threads = 256, blocks = (x.numel() + threads - 1) / threads;
+  scale_kernel<<<blocks, threads>>>(x.data_ptr<float>(), y.data_ptr<float>(), scale_factor, x.numel());
+  return y;
+}
+"""
+
+
+def light_plan(inline: InlineBuilder, cuda: str, workspace: Workspace) -> bool:
+    """Whether the builder would compile ``cuda`` (with torch's implicit headers) against the light header."""
+    sources = inline_sources({**request(cuda), "no_implicit_headers": False, "extra_include_paths": []})
+    folder = inline._write_sources(sources)
+    unit = inline._unit(folder / "cuda.cu", folder, workspace, sources, [], "")
+    return inline._light_unit(unit, workspace, "") is not None
+
+
+@needs_nvcc
+def test_with_torch_own_headers_a_typical_source_gets_the_light_header_and_one_with_pybind_does_not(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    # the guard read from torch's real headers (one preprocessor run); no compile
+    inline = builder(tmp_path / "cache")
+    assert light_plan(inline, TYPICAL_CUDA, workspace)
+    assert not light_plan(inline, PYBIND_IN_CUDA, workspace)  # PYBIND11_MODULE: a macro of torch/extension.h
+    nn = TYPICAL_CUDA.replace("return y;", "return torch::nn::functional::relu(y);")
+    assert not light_plan(inline, nn, workspace)  # torch::nn: only torch/extension.h declares it
