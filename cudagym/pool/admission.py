@@ -112,6 +112,7 @@ class MemoryAdmission:
         self.measured: dict[TaskKey, int] = {}  # the largest footprint seen per task key
         self.returning: set[int] = set()  # processes of evaluators being closed: their memory comes back
         self.wanted = False  # a job waits for a reading
+        self.blind = False  # the last read failed: the count bound alone holds until one succeeds
         self._waiting: set[TaskKey] = set()  # keys told to wait since they last fitted (logged once per wait)
 
     # -- measurements ------------------------------------------------------------------------------
@@ -125,7 +126,11 @@ class MemoryAdmission:
         """Takes a new reading; records what each evaluator's processes use together as a measurement of its key."""
         self.wanted = False
         if reading is None:
+            if not self.blind:
+                logger.warning("the device's memory cannot be read: evaluators are bounded by their count alone")
+            self.blind = True
             return
+        self.blind = False
         self.reading = reading
         self.returning &= set(reading.used_by_pid)  # gone from the device: their memory is free now
         for member in members:
@@ -153,24 +158,27 @@ class MemoryAdmission:
 
     # -- the decision ------------------------------------------------------------------------------
 
-    def headroom(self, members: Iterable[Member], now: float | None = None) -> int | None:
-        """The device memory a new evaluator may take (see the module docstring); None without a fresh reading."""
-        now = time.monotonic() if now is None else now
+    def headroom(self, members: Iterable[Member], returning: Iterable[int] = ()) -> int | None:
+        """The device memory a new evaluator may take (see the module docstring) beside ``members``, were the
+        processes ``returning`` also closed; None without a fresh reading."""
         reading = self.reading
-        if reading is None or now - reading.taken > STALE_S:
+        if reading is None or time.monotonic() - reading.taken > STALE_S:
             self.wanted = True
             return None
-        room = reading.free_bytes + reading.used(self.returning)
+        room = reading.free_bytes + reading.used(self.returning | set(returning))
         for member in members:
             room -= max(0, self.footprint(member.key) - reading.used(member.pids))
         return room
 
-    def fits(self, key: TaskKey, members: list[Member], *, log: bool = True) -> bool | None:
-        """Whether a new evaluator of ``key`` fits beside ``members``; None without a fresh reading. ``log``: says
-        so when it does not (once until it fits again)."""
-        room = self.headroom(members)
+    def fits(
+        self, key: TaskKey, members: list[Member], *, returning: Iterable[int] = (), log: bool = True
+    ) -> bool | None:
+        """Whether a new evaluator of ``key`` fits beside ``members`` (were ``returning`` closed too); None without a
+        fresh reading, True while the device cannot be read. ``log``: says so when it does not (once until it fits
+        again)."""
+        room = self.headroom(members, returning)
         if room is None:
-            return None
+            return True if self.blind else None
         assert self.reading is not None
         # a footprint near the device's whole memory still starts where the device is (nearly) free
         need = min(self.footprint(key) + MARGIN_BYTES, self.reading.total_bytes * 9 // 10)

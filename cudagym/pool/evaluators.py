@@ -171,9 +171,10 @@ class EvaluatorSet:
             closed += self._evict(f"to make room for {key[1]}")
         if self.admission is not None:
             fits = self.admission.fits(key, self.census())
-            while fits is False and evict and self._idle:
-                closed += self._evict(f"its device memory for {key[1]}")
-                fits = self.admission.fits(key, self.census(), log=False)
+            if fits is False and evict and self._idle and self._fits_without_idle(key):
+                while fits is False and self._idle:
+                    closed += self._evict(f"its device memory for {key[1]}")
+                    fits = self.admission.fits(key, self.census(), log=False)
             if not fits:
                 return None, closed  # the job waits: for a reading, or for memory coming back
         self.created += 1
@@ -195,12 +196,17 @@ class EvaluatorSet:
                 self.admission.closing(_pids(evaluator))
         return evaluators
 
+    def _fits_without_idle(self, key: TaskKey) -> bool:
+        """Whether a new evaluator of ``key`` would fit were every idle evaluator closed (else none is closed for it:
+        the leased ones hold what it lacks)."""
+        assert self.admission is not None
+        leased = [_member(lease) for lease in self._leased.values()]
+        idle = [pid for lease in self._idle.values() if lease.evaluator is not None for pid in _pids(lease.evaluator)]
+        return bool(self.admission.fits(key, leased, returning=idle, log=False))
+
     def census(self) -> list[Member]:
         """Every evaluator, idle, leased or being built, with its task key and processes (for admission)."""
-        return [
-            Member(lease.key, tuple(_pids(lease.evaluator)) if lease.evaluator is not None else ())
-            for lease in (*self._idle.values(), *self._leased.values())
-        ]
+        return [_member(lease) for lease in (*self._idle.values(), *self._leased.values())]
 
     def _lend(self, lease: Lease) -> Lease:
         lease.jobs += 1
@@ -270,6 +276,11 @@ def weigh(members: list[tuple[int, Evaluator]]) -> dict[int, int]:
     """Each slot's evaluator's processes' bytes (:func:`proportional_bytes`): an evaluator that says which processes
     it keeps (``process_ids()``, as ``LocalEvaluator`` does) is weighed by them, another one is weightless."""
     return {slot: sum(map(proportional_bytes, _pids(evaluator))) for slot, evaluator in members}
+
+
+def _member(lease: Lease) -> Member:
+    """``lease``'s evaluator as admission sees it (no processes while it is built)."""
+    return Member(lease.key, tuple(_pids(lease.evaluator)) if lease.evaluator is not None else ())
 
 
 def _pids(evaluator: Evaluator) -> list[int]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+import time
 import types
 from pathlib import Path
 
@@ -170,3 +171,41 @@ def test_admission_counts_each_evaluator_at_its_footprint_and_closing_ones_as_fr
     admission.closing([2])  # an evaluator being closed holds 6 GiB: they come back
     assert admission.fits(other, [Member(key, (1,))]) is True
     assert MemoryAdmission(lambda: None).fits(other, []) is None  # no reading: nothing is decided
+
+
+def test_no_idle_evaluator_is_closed_when_closing_every_idle_one_would_not_make_room() -> None:
+    device = FakeDevice(total=60 * GIB)
+    made: list[DeviceEvaluator] = []
+    gates = {"a": threading.Event()}
+    pool = make_pool(device, made, gates)
+    try:
+        busy = pool.submit(job(task(1), "a"))
+        assert pool.run(job(task(2), "b")).ok  # its evaluator stays idle
+        with device.lock:
+            device.held[made[0].pid] = 40 * GIB  # task 1's job grows: with task 2's closed, 20 GiB would be free
+        time.sleep(1.0)  # read by the pool: task 1's footprint is 40 GiB now
+        late = pool.run(job(task(3), "c", deadline_s=1.5))
+        assert late.status is Status.HARNESS_ERROR
+        assert not made[1].closed.is_set(), "an idle evaluator was closed for room it could not make"
+        gates["a"].set()
+        assert busy.result(timeout=30).ok
+    finally:
+        gates["a"].set()
+        pool.close()
+
+
+def test_a_device_that_cannot_be_read_leaves_the_count_bound_alone() -> None:
+    made: list[DeviceEvaluator] = []
+    device = FakeDevice(total=1)
+
+    def make(t: Task, config: EvalConfig) -> DeviceEvaluator:
+        made.append(DeviceEvaluator(t, device, {}))
+        return made[-1]
+
+    limits = PoolLimits(max_evaluators=2, max_per_task=1, compile_workers=1)
+    pool = EvaluationPool(CPU, limits=limits, make_evaluator=make, memory_probe=lambda: None)  # type: ignore[arg-type]
+    try:
+        assert all(pool.run(job(task(k), "a")).ok for k in (1, 2, 3))
+    finally:
+        pool.close()
+    assert len(made) == 3 and made[0].closed.wait(10)
