@@ -42,7 +42,7 @@ from cudagym.backends import Backend
 from cudagym.build import default_cache_dir
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator, LocalEvaluator
-from cudagym.pool.admission import MemoryAdmission, MemoryProbe, nvidia_smi_probe
+from cudagym.pool.admission import DeviceReading, MemoryAdmission, MemoryProbe, nvidia_smi_probe
 from cudagym.pool.compile_lane import CompileLane
 from cudagym.pool.evaluators import EvaluatorMaker, EvaluatorSet, Lease, PoolLimits, SetStats, weigh
 from cudagym.pool.fair_queue import FairQueue
@@ -204,7 +204,7 @@ class EvaluationPool:
             # the device is read outside the lock (nvidia-smi takes a while): when a job waits for a reading, and
             # every few seconds while the pool keeps evaluators (what their processes use measures their task keys)
             read = admission is not None and admission.due(time.monotonic(), len(self.evaluators))
-            reading = admission.probe() if admission is not None and read else None
+            reading = _read_device(admission) if admission is not None and read else None
             with self._cond:
                 if self._closed:
                     return
@@ -332,6 +332,15 @@ class EvaluationPool:
             logger.warning("%s: %s", entry.job.describe(), result.message)
         if not entry.future.done():
             entry.future.set_result(result)
+
+
+def _read_device(admission: MemoryAdmission) -> DeviceReading | None:
+    """The admission's probe read now; None where it failed (the dispatcher must go on)."""
+    try:
+        return admission.probe()
+    except Exception:
+        logger.exception("reading the device's memory failed")
+        return None
 
 
 def device_peak(evaluator: Evaluator) -> int | None:
