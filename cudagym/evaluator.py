@@ -1028,6 +1028,18 @@ class LocalEvaluator:
         own = [reference.child.proc.pid] if reference is not None and reference.alive else []
         return own + self.pool.process_ids()
 
+    def device_peak_bytes(self) -> int | None:
+        """The most device memory the reference process has reserved since it started (its ``memory`` command: every
+        command's and stage's peak), which the machine pool admits evaluators by (``cudagym.pool.admission``); None
+        on cpu, before the process started, or while another call to it is in flight."""
+        reference = self._reference
+        if not self.backend.is_cuda or reference is None or not reference.alive:
+            return None
+        reply = reference.poll("memory", timeout=30.0)
+        if reply is None:
+            return None
+        return int(reply.get("peak_reserved_bytes") or 0) or None
+
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""
         logger.debug("closing the evaluator of %s", self.task.id)

@@ -129,21 +129,30 @@ def _gpu_uuid(selector: str) -> str | None:
 
 @functools.lru_cache(maxsize=32)
 def query_gpu_field(selector: str, field: str) -> str | None:
-    """nvidia-smi's ``--query-gpu`` ``field`` (no header, no units) of GPU ``selector``; None when it cannot say."""
+    """nvidia-smi's ``--query-gpu`` ``field`` (no header, no units) of GPU ``selector``, read once per process (for
+    what does not change: a name, a UUID, the total memory); None when it cannot say."""
+    rows = nvidia_smi_rows(selector, f"--query-gpu={field}")
+    return ", ".join(rows[0]) if rows else None
+
+
+def nvidia_smi_rows(selector: str, query: str, timeout: float = 20.0) -> list[list[str]] | None:
+    """The rows nvidia-smi answers now to ``query`` (``--query-gpu=...`` or ``--query-compute-apps=...``) about GPU
+    ``selector``, without header or units, each split into its comma-separated fields; None when it cannot say (no
+    nvidia-smi, an error, no answer within ``timeout`` seconds). Needs no CUDA context in the asking process."""
     smi = shutil.which("nvidia-smi")
     if smi is None:
         return None
     try:
         out = subprocess.run(
-            [smi, "-i", selector, f"--query-gpu={field}", "--format=csv,noheader,nounits"],
+            [smi, "-i", selector, query, "--format=csv,noheader,nounits"],
             capture_output=True,
             text=True,
-            timeout=20,
+            timeout=timeout,
             check=True,
         ).stdout.strip()
     except (subprocess.SubprocessError, OSError):
         return None
-    return out.splitlines()[0].strip() if out else None
+    return [[field.strip() for field in line.split(",")] for line in out.splitlines() if line.strip()]
 
 
 def _safe(name: str) -> str:

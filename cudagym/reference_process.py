@@ -47,8 +47,21 @@ class ReferenceProcess:
 
     def call(self, command: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
         with self._lock:
-            self.child.send({"command": command, **args})
-            reply = self.child.receive(time.monotonic() + (timeout or self.timeout))
+            return self._exchange(command, timeout, args)
+
+    def poll(self, command: str, timeout: float | None = None, **args: Any) -> dict[str, Any] | None:
+        """``call``, but None at once where another call is in flight (a look that must not wait for a stage)."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            return self._exchange(command, timeout, args)
+        finally:
+            self._lock.release()
+
+    def _exchange(self, command: str, timeout: float | None, args: dict[str, Any]) -> dict[str, Any]:
+        """One request and its reply (the caller holds the lock); raises where the process failed or refused."""
+        self.child.send({"command": command, **args})
+        reply = self.child.receive(time.monotonic() + (timeout or self.timeout))
         if reply is None:
             detail = self.child.output.text(wait=0.1)[-3000:] if not self.child.alive else "no reply in time"
             self.child.kill()

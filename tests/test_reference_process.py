@@ -172,3 +172,15 @@ def test_a_background_compile_runs_the_model_only_in_the_devices_shared_slot(
             assert seconds["slot"] >= 1.0 and seconds["build"] > 0
     finally:
         ref.close()
+
+
+def test_the_memory_command_answers_on_cpu_and_a_poll_does_not_wait_for_a_call_in_flight(cache_dir: Path) -> None:
+    ref = _reference(load("builtin").get("builtin/relu").source_for("cpu"), cache_dir)
+    try:
+        # no device memory on cpu: the machine pool then measures nothing (it admits by device memory on cuda only)
+        assert ref.call("memory") == {"ok": True, "reserved_bytes": 0, "peak_reserved_bytes": 0}
+        assert ref.poll("memory") == {"ok": True, "reserved_bytes": 0, "peak_reserved_bytes": 0}
+        with ref._lock:  # a call in flight (a stage's): the poll answers None at once
+            assert ref.poll("memory") is None
+    finally:
+        ref.close()

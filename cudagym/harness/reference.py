@@ -44,8 +44,12 @@ INDUCTOR_COMPILE_THREADS = 1
 
 def _give_back_cached_memory() -> None:
     """Gives the device memory the caching allocator keeps unused back to the device once it exceeds
-    ``KEEP_CACHED``: after an input set is dropped (``drop``) and after a stage's clock is closed (``detach``: its
-    input sets, staging copies and flush buffer), so that an idle reference process holds no stage's peak."""
+    ``KEEP_CACHED``: after a command whose temporaries are gone when it answers (an input set dropped, ``drop``; a
+    stage's clock closed, ``detach``: its input sets, staging copies and flush buffer; the baselines' timing and its
+    flush buffer; the input probe's and the task check's input sets, outputs and shortcut outputs; a verify's or a
+    timing's reference outputs and float64 twin outputs; the previous task at ``load``), so that an idle reference
+    process holds no command's peak. Never inside a timed interval: each such command has finished its device work
+    when this runs (``empty_cache`` synchronises the device)."""
     import torch
 
     if torch.cuda.is_initialized() and torch.cuda.memory_reserved() - torch.cuda.memory_allocated() > KEEP_CACHED:
@@ -134,6 +138,7 @@ class ReferenceServer:
             torch.cuda.synchronize()
             torch.cuda.ipc_collect()
             leaked = torch.cuda.memory_allocated()
+            _give_back_cached_memory()
         configure_threads(threads)
         _plain_fp32_arithmetic()
         self.device = device
@@ -304,6 +309,8 @@ class ReferenceServer:
             return verify(self._stage_clock(), steps, repeat_first, atol, rtol, deadline, precision)
         except CandidateSilent as exc:
             return {"ok": True, "silent": str(exc)}
+        finally:
+            _give_back_cached_memory()  # the checks' reference and float64 outputs (the clock's own sets stay)
 
     def time_candidate(
         self, timing: dict[str, Any], atol: float, rtol: float, seconds: float, precision: str = "off"
@@ -324,6 +331,8 @@ class ReferenceServer:
             )
         except CandidateSilent as exc:
             return {"ok": True, "silent": str(exc)}
+        finally:
+            _give_back_cached_memory()  # eager's and the checked calls' outputs, once every call is timed
 
     def end_candidate(self) -> dict[str, Any]:
         """Lets the candidate leave its serving loop (it then reports its last words to the evaluator)."""
@@ -455,6 +464,7 @@ class ReferenceServer:
                 model(*inputs)
 
         stats = time_callable(call, self.device, TimingConfig(**timing))
+        _give_back_cached_memory()  # the timed calls' outputs and the flush buffer, after the timing
         return {
             "ok": True,
             "median_ms": stats.median_ms,
@@ -477,6 +487,8 @@ class ReferenceServer:
         self._await_background_compile()  # timed alone (see ``baseline``)
         eager = time_callable(lambda: self.model(*self.inputs["check"]), self.device, TimingConfig(**timing))
         self.inputs.pop("check", None)
+        del last
+        _give_back_cached_memory()
         report["eager_ms"] = eager.median_ms
         return {"ok": True, "report": report}
 
@@ -484,6 +496,7 @@ class ReferenceServer:
         """Whether a shortcut passes on one input set per ``(seed, kind)`` (``shortcuts.shortcut_report``): the input
         probe that decides which input kinds verification draws (``cudagym/input_probe.py``)."""
         report, _ = shortcut_report(self.model, self._drawn, seeds, kinds, atol, rtol, twice=False)
+        _give_back_cached_memory()  # every probed input set and its outputs are gone
         return {"ok": True, "report": report}
 
     def drop(self, key: str) -> dict[str, Any]:
@@ -500,6 +513,21 @@ class ReferenceServer:
         cpu profile would fail the speed-of-light bound taken at load, since a copy timed while the host was
         busy, or one larger than the caches that the task's data fits in, reads low."""
         return {"ok": True, "bytes_per_s": _copy_bandwidth(nbytes)}
+
+    def memory(self) -> dict[str, Any]:
+        """The device memory this process's caching allocator holds now (``reserved_bytes``) and the most it has held
+        since the process started (``peak_reserved_bytes``: every command's peak, the stages' included); 0 on cpu or
+        before the device is used. The machine pool admits evaluators by it (``cudagym/pool/admission.py``)."""
+        self._await_preload(torch_only=True)
+        import torch
+
+        if not torch.cuda.is_initialized():
+            return {"ok": True, "reserved_bytes": 0, "peak_reserved_bytes": 0}
+        return {
+            "ok": True,
+            "reserved_bytes": torch.cuda.memory_reserved(),
+            "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
+        }
 
     def held(self) -> dict[str, Any]:
         """The names of the input sets this process holds (each a share of device memory)."""

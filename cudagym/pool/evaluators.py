@@ -8,8 +8,10 @@ processes. :meth:`EvaluatorSet.lease` answers a job with:
 * an idle evaluator of its key (the most recently used), else
 * a new one, when its key has fewer than ``max_per_task`` (a second one only while jobs of the key wait: the job asking
   is one) and the set fewer than ``max_evaluators``; at the bound, the least recently used idle evaluator of another
-  key is closed to make room; else
-* nothing: the job waits in the queue (also while its key's first evaluator is being built ahead).
+  key is closed to make room; on cuda it must also fit the device's memory (:mod:`cudagym.pool.admission`), and
+  idle evaluators are closed, least recently used first, until it does; else
+* nothing: the job waits in the queue (also while its key's first evaluator is being built ahead, or while the
+  memory of evaluators being closed comes back).
 
 Evaluators idle for ``idle_seconds`` are closed, and so are the least recently used idle ones while the set's
 processes hold more than ``memory_bytes`` (proportional set size, so pages shared by forked candidates count once;
@@ -37,6 +39,7 @@ from cudagym.backends import Backend
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator
 from cudagym.memory_slots import auto_slots
+from cudagym.pool.admission import Member, MemoryAdmission
 from cudagym.pool.jobs import TaskKey
 from cudagym.tasks.task import Task
 
@@ -135,9 +138,10 @@ class SetStats:
 class EvaluatorSet:
     """Evaluators by task key, leased one job at a time (see the module docstring)."""
 
-    def __init__(self, make: EvaluatorMaker, limits: PoolLimits) -> None:
+    def __init__(self, make: EvaluatorMaker, limits: PoolLimits, admission: MemoryAdmission | None = None) -> None:
         self.make = make
         self.limits = limits
+        self.admission = admission  # new evaluators by device memory (cuda); None: by count alone
         self._idle: collections.OrderedDict[int, Lease] = collections.OrderedDict()  # least recently used first
         self._leased: dict[int, Lease] = {}
         self.created = self.evicted = self.retired = 0
@@ -149,9 +153,9 @@ class EvaluatorSet:
     def count(self, key: TaskKey) -> int:
         return sum(lease.key == key for lease in (*self._idle.values(), *self._leased.values()))
 
-    def lease(self, key: TaskKey) -> tuple[Lease | None, list[Evaluator]]:
+    def lease(self, key: TaskKey, *, evict: bool = True) -> tuple[Lease | None, list[Evaluator]]:
         """An evaluator slot for a job of ``key`` (None: it must wait) and the evaluators closed to make room (the
-        caller closes them outside its lock)."""
+        caller closes them outside its lock; ``evict``: idle ones may be closed for device memory)."""
         for slot, lease in reversed(self._idle.items()):
             if lease.key == key:
                 del self._idle[slot]
@@ -164,12 +168,45 @@ class EvaluatorSet:
         if len(self) >= self.limits.max_evaluators:
             if not self._idle:
                 return None, []
-            _, victim = self._idle.popitem(last=False)
-            self.evicted += 1
-            logger.info("closing the idle evaluator of %s to make room for %s", victim.key[1], key[1])
-            closed += [victim.evaluator] if victim.evaluator is not None else []
+            closed += self._evict(f"to make room for {key[1]}")
+        if self.admission is not None:
+            fits = self.admission.fits(key, self.census())
+            if fits is False and evict and self._idle and self._fits_without_idle(key):
+                while fits is False and self._idle:
+                    closed += self._evict(f"its device memory for {key[1]}")
+                    fits = self.admission.fits(key, self.census(), log=False)
+            if not fits:
+                return None, closed  # the job waits: for a reading, or for memory coming back
         self.created += 1
         return self._lend(Lease(key)), closed
+
+    def _evict(self, why: str) -> list[Evaluator]:
+        """Closes the least recently used idle evaluator (``why``: for the log); returns it for the caller to close."""
+        _, victim = self._idle.popitem(last=False)
+        self.evicted += 1
+        logger.info("closing the idle evaluator of %s: %s", victim.key[1], why)
+        return self._closing([victim])
+
+    def _closing(self, leases: list[Lease]) -> list[Evaluator]:
+        """The evaluators of ``leases``, which leave the set to be closed (their device memory then counts as coming
+        back)."""
+        evaluators = [lease.evaluator for lease in leases if lease.evaluator is not None]
+        if self.admission is not None:
+            for evaluator in evaluators:
+                self.admission.closing(_pids(evaluator))
+        return evaluators
+
+    def _fits_without_idle(self, key: TaskKey) -> bool:
+        """Whether a new evaluator of ``key`` would fit were every idle evaluator closed (else none is closed for it:
+        the leased ones hold what it lacks)."""
+        assert self.admission is not None
+        leased = [_member(lease) for lease in self._leased.values()]
+        idle = [pid for lease in self._idle.values() if lease.evaluator is not None for pid in _pids(lease.evaluator)]
+        return bool(self.admission.fits(key, leased, returning=idle, log=False))
+
+    def census(self) -> list[Member]:
+        """Every evaluator, idle, leased or being built, with its task key and processes (for admission)."""
+        return [_member(lease) for lease in (*self._idle.values(), *self._leased.values())]
 
     def _lend(self, lease: Lease) -> Lease:
         lease.jobs += 1
@@ -194,15 +231,14 @@ class EvaluatorSet:
         if lease.evaluator is not None:
             self.retired += 1
             logger.warning("retiring the evaluator of %s (slot %d)", lease.key[1], lease.slot)
-        return [lease.evaluator] if lease.evaluator is not None else []
+        return self._closing([lease])
 
     def expire(self, now: float | None = None) -> list[Evaluator]:
         """The idle evaluators unused for ``idle_seconds``, removed from the set for the caller to close."""
         now = time.monotonic() if now is None else now
         stale = [slot for slot, lease in self._idle.items() if now - lease.last_used > self.limits.idle_seconds]
-        closed = [self._idle.pop(slot).evaluator for slot in stale]
-        self.evicted += len(closed)
-        return [e for e in closed if e is not None]
+        self.evicted += len(stale)
+        return self._closing([self._idle.pop(slot) for slot in stale])
 
     def members(self) -> list[tuple[int, Evaluator]]:
         """(slot, evaluator) of every built evaluator, idle or leased: what :func:`weigh` measures."""
@@ -218,7 +254,7 @@ class EvaluatorSet:
             slot, lease = self._idle.popitem(last=False)
             held -= weights.get(slot, 0)
             self.evicted += 1
-            closed += [lease.evaluator] if lease.evaluator is not None else []
+            closed += self._closing([lease])
             logger.info("closing the idle evaluator of %s: the pool's evaluators hold too much memory", lease.key[1])
         return closed
 
@@ -240,6 +276,11 @@ def weigh(members: list[tuple[int, Evaluator]]) -> dict[int, int]:
     """Each slot's evaluator's processes' bytes (:func:`proportional_bytes`): an evaluator that says which processes
     it keeps (``process_ids()``, as ``LocalEvaluator`` does) is weighed by them, another one is weightless."""
     return {slot: sum(map(proportional_bytes, _pids(evaluator))) for slot, evaluator in members}
+
+
+def _member(lease: Lease) -> Member:
+    """``lease``'s evaluator as admission sees it (no processes while it is built)."""
+    return Member(lease.key, tuple(_pids(lease.evaluator)) if lease.evaluator is not None else ())
 
 
 def _pids(evaluator: Evaluator) -> list[int]:

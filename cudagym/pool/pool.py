@@ -42,6 +42,7 @@ from cudagym.backends import Backend
 from cudagym.build import default_cache_dir
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator, LocalEvaluator
+from cudagym.pool.admission import DeviceReading, MemoryAdmission, MemoryProbe, nvidia_smi_probe
 from cudagym.pool.compile_lane import CompileLane
 from cudagym.pool.evaluators import EvaluatorMaker, EvaluatorSet, Lease, PoolLimits, SetStats, weigh
 from cudagym.pool.fair_queue import FairQueue
@@ -88,6 +89,8 @@ class EvaluationPool:
         limits: how many evaluators and compile workers, how much memory, how long an idle evaluator stays.
         make_evaluator: builds an evaluator for a task and settings (default: a ``LocalEvaluator`` on ``backend``
             and ``cache_dir``); tests give one of their own.
+        memory_probe: reads the device's memory for the admission of evaluators (:mod:`cudagym.pool.admission`);
+            default: nvidia-smi on cuda, none on cpu (the count and host memory bounds alone); tests give one.
     """
 
     def __init__(
@@ -97,11 +100,14 @@ class EvaluationPool:
         cache_dir: str | Path | None = None,
         limits: PoolLimits | None = None,
         make_evaluator: EvaluatorMaker | None = None,
+        memory_probe: MemoryProbe | None = None,
     ) -> None:
         self.backend = backend
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.limits = limits or PoolLimits.for_backend(backend)
-        self.evaluators = EvaluatorSet(make_evaluator or self._local_evaluator, self.limits)
+        probe = memory_probe or (nvidia_smi_probe(backend) if backend.is_cuda else None)
+        self.admission = MemoryAdmission(probe) if probe is not None else None
+        self.evaluators = EvaluatorSet(make_evaluator or self._local_evaluator, self.limits, self.admission)
         self.lane = CompileLane(backend, self.cache_dir)
         self._queue: FairQueue[_Entry] = FairQueue(lambda entry: entry.job.session)
         self._running: set[_Entry] = set()
@@ -149,10 +155,11 @@ class EvaluationPool:
         with self._cond:
             if self._closed or self.evaluators.count(key) or len(self.evaluators) >= self.limits.max_evaluators:
                 return
-            lease, _ = self.evaluators.lease(key)
-            assert lease is not None  # the set had room for a first evaluator of the key
-            lease.preparing = True
-        self._threads.submit(self._prepare, lease, task, config)
+            lease, _ = self.evaluators.lease(key, evict=False)  # below the count bound: it closes none
+            if lease is not None:
+                lease.preparing = True
+        if lease is not None:  # else the device's memory has no room now: the task's first job waits for it
+            self._threads.submit(self._prepare, lease, task, config)
 
     def stats(self) -> PoolStats:
         with self._cond:
@@ -193,9 +200,16 @@ class EvaluationPool:
         while True:
             closing: list[Evaluator] = []
             members: list[tuple[int, Evaluator]] = []
+            admission = self.admission
+            # the device is read outside the lock (nvidia-smi takes a while): when a job waits for a reading, and
+            # every few seconds while the pool keeps evaluators (what their processes use measures their task keys)
+            read = admission is not None and admission.due(time.monotonic(), len(self.evaluators))
+            reading = _read_device(admission) if admission is not None and read else None
             with self._cond:
                 if self._closed:
                     return
+                if admission is not None and read:
+                    admission.observe(reading, self.evaluators.census())
                 try:
                     closing += self._round()
                 except Exception:  # the dispatcher must go on: one bad round must not strand every queued job
@@ -247,7 +261,10 @@ class EvaluationPool:
             if now >= entry.job.deadline:
                 self._queue.remove(entry)
                 self._expired += 1
-                self._answer(entry, entry.job.failure("the job waited in the queue past its deadline"))
+                reason = "the job waited in the queue past its deadline"
+                if self.admission is not None and self.admission.waiting(entry.job.key):
+                    reason += " (a new evaluator of its task did not fit in the device's free memory)"
+                self._answer(entry, entry.job.failure(reason))
         for entry in [e for e in self._running if now >= e.job.deadline and not e.answered]:
             self._expired += 1
             waited = (entry.started or now) - entry.job.submitted
@@ -262,17 +279,21 @@ class EvaluationPool:
     def _execute(self, entry: _Entry) -> None:
         """Runs one dispatched job and answers it (a harness error where the evaluator raised)."""
         job = entry.job
+        peak: int | None = None
         try:
             if entry.lease is None:
                 result: StageResult = self.lane.run(job)
             else:
                 evaluator = self.evaluators.build(entry.lease, job.task, job.config)
                 result = run_stage(evaluator, job.stage, job.workspace, ncu=job.ncu)
+                peak = device_peak(evaluator) if self.admission is not None else None
             healthy = result.status is not Status.HARNESS_ERROR
         except Exception as exc:  # the evaluator returns results; this is the machinery failing
             logger.exception("the pool failed %s", job.describe())
             result, healthy = job.failure(f"{type(exc).__name__}: {exc}"), False
         with self._cond:
+            if self.admission is not None and entry.lease is not None:
+                self.admission.record_peak(job.key, peak)
             closing = self._settle(entry, healthy=healthy and not entry.answered and not self._closed)
             self._answer(entry, result)
             self._cond.notify_all()
@@ -311,6 +332,25 @@ class EvaluationPool:
             logger.warning("%s: %s", entry.job.describe(), result.message)
         if not entry.future.done():
             entry.future.set_result(result)
+
+
+def _read_device(admission: MemoryAdmission) -> DeviceReading | None:
+    """The admission's probe read now; None where it failed (the dispatcher must go on)."""
+    try:
+        return admission.probe()
+    except Exception:
+        logger.exception("reading the device's memory failed")
+        return None
+
+
+def device_peak(evaluator: Evaluator) -> int | None:
+    """The most device memory ``evaluator``'s reference process has reserved, where it says
+    (``LocalEvaluator.device_peak_bytes``); None where it cannot say now."""
+    ask = getattr(evaluator, "device_peak_bytes", None)
+    try:
+        return ask() if callable(ask) else None
+    except (OSError, RuntimeError):  # its reference process ending meanwhile
+        return None
 
 
 def _close_all(evaluators: list[Evaluator]) -> None:

@@ -1,0 +1,203 @@
+"""Admission of evaluators by device memory: a new evaluator starts only where the device has room for it.
+
+Each evaluator of a cuda pool keeps a reference process (the task's model, its input sets, the baselines' and the
+stages' temporaries while they run) and candidates, each with a CUDA context of its own. A fixed count of evaluators
+cannot know what one of them takes: a task's tensors of a gigabyte make a reference process's stage peak tens of
+times that. So before the pool starts an evaluator for a task key it compares
+
+    the device's free memory, less what the evaluators it keeps may still take (each one's footprint beyond what
+    it holds now), plus what the evaluators being closed hold (it comes back)
+
+with the new one's footprint and a margin (:meth:`MemoryAdmission.fits`). An evaluator's **footprint** is measured,
+per task key:
+
+* its reference process's peak reservation (``torch.cuda.max_memory_reserved``, the ``memory`` command, asked after
+  each of its jobs) plus an allowance for its candidates (their CUDA contexts and a share of the reference's peak for
+  their own data), and
+* what nvidia-smi saw its processes use together (``--query-compute-apps``, read every few seconds),
+
+whichever is larger, the largest ever seen for the key; before any measurement, one memory slot of the device
+(``memory_slots.GIB_PER_SLOT``). The device's free memory and each process's use come from nvidia-smi, read by the
+pool's dispatcher outside its lock (no CUDA context in the pool's process). An evaluator whose processes nvidia-smi
+does not list (another PID namespace) counts at its full footprint.
+
+When a new evaluator does not fit, the set closes idle evaluators, least recently used first, until it does; else the
+job waits in the queue for a lease (an evaluator of its key freed, or memory freed by one closed) until its deadline,
+when it is answered with a harness error. Without a reading (nvidia-smi missing or failing) the count bound alone
+holds. Not thread-safe: the evaluator set calls it under the pool's lock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import time
+from collections.abc import Callable, Iterable
+
+from cudagym.backends import Backend
+from cudagym.gpu_lock import nvidia_smi_rows, nvidia_smi_selector
+from cudagym.memory_slots import GIB_PER_SLOT
+from cudagym.pool.jobs import TaskKey
+
+logger = logging.getLogger(__name__)
+
+GIB = 1 << 30
+MIB = 1 << 20
+DEFAULT_FOOTPRINT_BYTES = GIB_PER_SLOT * GIB  # a task key's footprint before any of its evaluators was measured
+PROCESS_BYTES = GIB  # a CUDA context and what a process loads beside its data: the reference's and a candidate's
+CANDIDATE_SHARE = 4  # a candidate's own data: this fraction of its reference's peak
+MARGIN_BYTES = 2 * GIB  # left free beyond a new evaluator's footprint
+READ_EVERY_S = 2.0  # how often the device is read while the pool keeps evaluators or a job waits for one
+STALE_S = 10.0  # a reading older than this decides nothing
+
+
+@dataclasses.dataclass(frozen=True)
+class DeviceReading:
+    """One look at the device: its free and total memory and the memory each process there uses (by PID; only
+    processes nvidia-smi lists), when it was taken (``time.monotonic()``)."""
+
+    free_bytes: int
+    total_bytes: int
+    used_by_pid: dict[int, int] = dataclasses.field(default_factory=dict)
+    taken: float = dataclasses.field(default_factory=time.monotonic)
+
+    def used(self, pids: Iterable[int]) -> int:
+        """What the processes ``pids`` use together (0 for one not listed)."""
+        return sum(self.used_by_pid.get(pid, 0) for pid in pids)
+
+
+MemoryProbe = Callable[[], DeviceReading | None]
+"""Reads the device now (:class:`DeviceReading`), or None when it cannot say."""
+
+
+def nvidia_smi_probe(backend: Backend) -> MemoryProbe:
+    """The probe of ``backend``'s GPU through nvidia-smi (``gpu_lock.nvidia_smi_rows``): its free and total memory
+    and its compute processes' use."""
+    selector = nvidia_smi_selector(backend)
+
+    def read() -> DeviceReading | None:
+        memory = nvidia_smi_rows(selector, "--query-gpu=memory.free,memory.total", timeout=5.0)
+        try:
+            free, total = (int(float(value)) * MIB for value in memory[0][:2]) if memory else (None, None)
+        except ValueError:
+            return None
+        if free is None or total is None:
+            return None
+        used: dict[int, int] = {}
+        for row in nvidia_smi_rows(selector, "--query-compute-apps=pid,used_memory", timeout=5.0) or []:
+            try:
+                used[int(row[0])] = int(float(row[1])) * MIB
+            except (ValueError, IndexError):
+                continue  # "[N/A]" where the driver does not say
+        return DeviceReading(free, total, used)
+
+    return read
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """An evaluator of the set as admission sees it: its task key and its processes (none while it is built)."""
+
+    key: TaskKey
+    pids: tuple[int, ...] = ()
+
+
+class MemoryAdmission:
+    """Whether a new evaluator fits the device (see the module docstring)."""
+
+    def __init__(self, probe: MemoryProbe, *, default_bytes: int = DEFAULT_FOOTPRINT_BYTES) -> None:
+        self.probe = probe
+        self.default_bytes = default_bytes
+        self.reading: DeviceReading | None = None
+        self.measured: dict[TaskKey, int] = {}  # the largest footprint seen per task key
+        self.returning: set[int] = set()  # processes of evaluators being closed: their memory comes back
+        self.wanted = False  # a job waits for a reading
+        self.blind = False  # the last read failed: the count bound alone holds until one succeeds
+        self._waiting: set[TaskKey] = set()  # keys told to wait since they last fitted (logged once per wait)
+
+    # -- measurements ------------------------------------------------------------------------------
+
+    def due(self, now: float, members: int) -> bool:
+        """Whether the dispatcher should read the device now (``members``: the evaluators the set keeps)."""
+        old = self.reading is None or now - self.reading.taken >= READ_EVERY_S
+        return old and (self.wanted or members > 0)
+
+    def observe(self, reading: DeviceReading | None, members: Iterable[Member]) -> None:
+        """Takes a new reading; records what each evaluator's processes use together as a measurement of its key."""
+        self.wanted = False
+        if reading is None:
+            if not self.blind:
+                logger.warning("the device's memory cannot be read: evaluators are bounded by their count alone")
+            self.blind = True
+            return
+        self.blind = False
+        self.reading = reading
+        self.returning &= set(reading.used_by_pid)  # gone from the device: their memory is free now
+        for member in members:
+            if member.pids and reading.used(member.pids):
+                self._measure(member.key, reading.used(member.pids), "its processes on the device")
+
+    def record_peak(self, key: TaskKey, reference_peak: int | None) -> None:
+        """Records an evaluator's reference process's peak reservation (None: it could not say)."""
+        if reference_peak:
+            footprint = reference_peak + reference_peak // CANDIDATE_SHARE + 2 * PROCESS_BYTES
+            self._measure(key, footprint, "its reference process's peak")
+
+    def _measure(self, key: TaskKey, nbytes: int, what: str) -> None:
+        if nbytes > self.measured.get(key, 0):
+            logger.info("an evaluator of %s takes %.1f GiB (%s)", key[1], nbytes / GIB, what)
+            self.measured[key] = nbytes
+
+    def footprint(self, key: TaskKey) -> int:
+        """The device memory an evaluator of ``key`` takes at most: measured, else the default."""
+        return self.measured.get(key, self.default_bytes)
+
+    def closing(self, pids: Iterable[int]) -> None:
+        """The processes of an evaluator being closed: what they hold counts as coming back."""
+        self.returning.update(pids)
+
+    # -- the decision ------------------------------------------------------------------------------
+
+    def headroom(self, members: Iterable[Member], returning: Iterable[int] = ()) -> int | None:
+        """The device memory a new evaluator may take (see the module docstring) beside ``members``, were the
+        processes ``returning`` also closed; None without a fresh reading."""
+        reading = self.reading
+        if reading is None or time.monotonic() - reading.taken > STALE_S:
+            self.wanted = True
+            return None
+        room = reading.free_bytes + reading.used(self.returning | set(returning))
+        for member in members:
+            room -= max(0, self.footprint(member.key) - reading.used(member.pids))
+        return room
+
+    def fits(
+        self, key: TaskKey, members: list[Member], *, returning: Iterable[int] = (), log: bool = True
+    ) -> bool | None:
+        """Whether a new evaluator of ``key`` fits beside ``members`` (were ``returning`` closed too); None without a
+        fresh reading, True while the device cannot be read. ``log``: says so when it does not (once until it fits
+        again)."""
+        room = self.headroom(members, returning)
+        if room is None:
+            return True if self.blind else None
+        assert self.reading is not None
+        # a footprint near the device's whole memory still starts where the device is (nearly) free
+        need = min(self.footprint(key) + MARGIN_BYTES, self.reading.total_bytes * 9 // 10)
+        if room >= need:
+            if key in self._waiting:
+                self._waiting.discard(key)
+                logger.info("an evaluator of %s fits now (%.1f GiB free for it)", key[1], room / GIB)
+            return True
+        if log and key not in self._waiting:
+            self._waiting.add(key)
+            logger.info(
+                "an evaluator of %s needs %.1f GiB of device memory, %.1f GiB are free for it beside %d evaluators",
+                key[1],
+                need / GIB,
+                room / GIB,
+                len(members),
+            )
+        return False
+
+    def waiting(self, key: TaskKey) -> bool:
+        """Whether the last decision for ``key`` was to wait for memory."""
+        return key in self._waiting

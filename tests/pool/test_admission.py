@@ -1,0 +1,211 @@
+"""Admission of evaluators by device memory, with a stand-in device (a fake memory probe) and stand-in evaluators.
+
+Each stand-in evaluator "holds" device memory from when it is made until it is closed, under a process id of its own,
+so that the probe's free memory drops as evaluators start and comes back when they close.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+import types
+from pathlib import Path
+
+import pytest
+
+from cudagym.backends import resolve_backend
+from cudagym.eval_config import EvalConfig
+from cudagym.pool import EvaluationPool, JobStage, PoolJob, PoolLimits
+from cudagym.pool.admission import GIB, DeviceReading, Member, MemoryAdmission
+from cudagym.results import Stage, Status, VerifyResult
+from cudagym.tasks.task import Task, TaskMetadata
+from cudagym.workspace import Workspace
+
+CPU = resolve_backend("cpu")
+CONFIG = EvalConfig()
+SOURCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x * {k}\n"
+HELD = 20 * GIB  # what each stand-in evaluator holds on the device (the default footprint: no measurement needed)
+_PIDS = itertools.count(10_000)
+
+
+def task(k: int) -> Task:
+    return Task(id=f"stub/{k}", name=f"times {k}", source=SOURCE.format(k=k), metadata=TaskMetadata())
+
+
+class FakeDevice:
+    """A device of ``total`` bytes; ``other`` bytes held by a process outside the pool."""
+
+    def __init__(self, total: int, other: int = 0) -> None:
+        self.total, self.other = total, other
+        self.held: dict[int, int] = {}  # pid -> bytes of the stand-in evaluators alive
+        self.lock = threading.Lock()
+
+    def read(self) -> DeviceReading:
+        with self.lock:
+            used = dict(self.held)
+        return DeviceReading(self.total - self.other - sum(used.values()), self.total, used)
+
+
+class DeviceEvaluator:
+    """Holds ``HELD`` bytes of the fake device while alive; verify waits for ``release`` of its job's session."""
+
+    def __init__(self, t: Task, device: FakeDevice, gates: dict[str, threading.Event]) -> None:
+        self.task, self.device, self.gates = t, device, gates
+        self.pid = next(_PIDS)
+        self.closed = threading.Event()
+        with device.lock:
+            device.held[self.pid] = HELD
+
+    def verify(self, workspace: Workspace) -> VerifyResult:
+        gate = self.gates.get(workspace.path.name)
+        if gate is not None:
+            gate.wait(30)
+        return VerifyResult(Stage.VERIFY, Status.OK, f"{self.task.id} ok")
+
+    def process_ids(self) -> list[int]:
+        return [] if self.closed.is_set() else [self.pid]
+
+    def device_peak_bytes(self) -> int | None:
+        return None  # the footprint stays the default
+
+    def close(self) -> None:
+        with self.device.lock:
+            self.device.held.pop(self.pid, None)
+        self.closed.set()
+
+
+@pytest.fixture(autouse=True)
+def quick_readings(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("cudagym.pool.admission.READ_EVERY_S", 0.05)
+
+
+def make_pool(device: FakeDevice, made: list[DeviceEvaluator], gates: dict[str, threading.Event]) -> EvaluationPool:
+    def make(t: Task, config: EvalConfig) -> DeviceEvaluator:
+        made.append(DeviceEvaluator(t, device, gates))
+        return made[-1]
+
+    limits = PoolLimits(max_evaluators=8, max_per_task=1, compile_workers=1)
+    return EvaluationPool(CPU, limits=limits, make_evaluator=make, memory_probe=device.read)  # type: ignore[arg-type]
+
+
+def job(t: Task, session: str, **kw: object) -> PoolJob:
+    workspace = types.SimpleNamespace(path=Path(session))
+    return PoolJob(JobStage.VERIFY, t, "cpu", CONFIG, workspace, session=session, **kw)  # type: ignore[arg-type]
+
+
+def test_a_task_waits_for_memory_and_gets_it_when_an_idle_evaluator_is_closed() -> None:
+    device = FakeDevice(total=50 * GIB)  # room for two evaluators of 20 GiB and the margin, not three
+    made: list[DeviceEvaluator] = []
+    gates = {"a": threading.Event(), "b": threading.Event()}
+    pool = make_pool(device, made, gates)
+    try:
+        first = pool.submit(job(task(1), "a"))
+        second = pool.submit(job(task(2), "b"))
+        third = pool.submit(job(task(3), "c"))
+        assert not third.done()
+        assert not first.done() and not second.done()
+        with pytest.raises(TimeoutError):
+            third.result(timeout=1.5)  # both evaluators are leased: nothing to close, so it waits
+        assert len(made) == 2, "a third evaluator started beyond the device's memory"
+        gates["a"].set()  # task 1's evaluator goes idle: closed for task 3's
+        assert first.result(timeout=30).ok
+        assert third.result(timeout=30).ok
+        assert made[0].closed.wait(10) and not made[1].closed.is_set()  # closed on a thread of the pool's
+        assert [e.task.id for e in made] == ["stub/1", "stub/2", "stub/3"]
+        gates["b"].set()
+        assert second.result(timeout=30).ok
+    finally:
+        for gate in gates.values():
+            gate.set()
+        pool.close()
+    assert pool.stats().evaluators.evicted >= 1
+
+
+def test_free_memory_drops_as_evaluators_start_and_comes_back_when_they_close() -> None:
+    device = FakeDevice(total=70 * GIB)  # three evaluators fit
+    made: list[DeviceEvaluator] = []
+    pool = make_pool(device, made, {})
+    try:
+        for k in (1, 2, 3):
+            assert pool.run(job(task(k), "a")).ok
+        assert device.read().free_bytes == 10 * GIB
+        assert len(made) == 3 and not any(e.closed.is_set() for e in made)
+        assert pool.run(job(task(4), "a")).ok  # the least recently used idle one is closed for it
+        assert made[0].closed.wait(10) and device.read().free_bytes == 10 * GIB
+    finally:
+        pool.close()
+    assert device.read().free_bytes == 70 * GIB
+
+
+def test_a_job_that_waits_for_memory_past_its_deadline_comes_back_as_a_harness_error() -> None:
+    device = FakeDevice(total=64 * GIB, other=40 * GIB)  # another process holds most of the device
+    made: list[DeviceEvaluator] = []
+    gates = {"a": threading.Event()}
+    pool = make_pool(device, made, gates)
+    try:
+        busy = pool.submit(job(task(1), "a"))  # fits (24 GiB free)
+        late = pool.run(job(task(2), "b", deadline_s=1.0))  # does not: its evaluator would be past the free memory
+        assert late.status is Status.HARNESS_ERROR
+        assert "deadline" in late.message and "device's free memory" in late.message
+        gates["a"].set()
+        assert busy.result(timeout=30).ok
+    finally:
+        gates["a"].set()
+        pool.close()
+    assert len(made) == 1
+
+
+def test_admission_counts_each_evaluator_at_its_footprint_and_closing_ones_as_free() -> None:
+    admission = MemoryAdmission(lambda: None, default_bytes=11 * GIB)
+    key = ("cuda", "t", "c", "s")
+    other = ("cuda", "u", "c", "s")
+    # 40 GiB free; one evaluator of ``key`` holds 4 GiB now (pid 1) of its measured 30 GiB
+    admission.observe(DeviceReading(40 * GIB, 80 * GIB, {1: 4 * GIB, 2: 6 * GIB}), [Member(key, (1,))])
+    admission.record_peak(key, 24 * GIB)  # its reference's peak: plus a candidate's share and two contexts
+    assert admission.footprint(key) == 24 * GIB + 6 * GIB + 2 * GIB
+    assert admission.footprint(other) == 11 * GIB  # not measured: the default
+    room = admission.headroom([Member(key, (1,))])
+    assert room == 40 * GIB - (32 - 4) * GIB
+    assert admission.fits(other, [Member(key, (1,))]) is False  # 12 GiB free for it; it needs 11 and the margin
+    admission.closing([2])  # an evaluator being closed holds 6 GiB: they come back
+    assert admission.fits(other, [Member(key, (1,))]) is True
+    assert MemoryAdmission(lambda: None).fits(other, []) is None  # no reading: nothing is decided
+
+
+def test_no_idle_evaluator_is_closed_when_closing_every_idle_one_would_not_make_room() -> None:
+    device = FakeDevice(total=60 * GIB)
+    made: list[DeviceEvaluator] = []
+    gates = {"a": threading.Event()}
+    pool = make_pool(device, made, gates)
+    try:
+        busy = pool.submit(job(task(1), "a"))
+        assert pool.run(job(task(2), "b")).ok  # its evaluator stays idle
+        with device.lock:
+            device.held[made[0].pid] = 40 * GIB  # task 1's job grows: with task 2's closed, 20 GiB would be free
+        time.sleep(1.0)  # read by the pool: task 1's footprint is 40 GiB now
+        late = pool.run(job(task(3), "c", deadline_s=1.5))
+        assert late.status is Status.HARNESS_ERROR
+        assert not made[1].closed.is_set(), "an idle evaluator was closed for room it could not make"
+        gates["a"].set()
+        assert busy.result(timeout=30).ok
+    finally:
+        gates["a"].set()
+        pool.close()
+
+
+def test_a_device_that_cannot_be_read_leaves_the_count_bound_alone() -> None:
+    made: list[DeviceEvaluator] = []
+    device = FakeDevice(total=1)
+
+    def make(t: Task, config: EvalConfig) -> DeviceEvaluator:
+        made.append(DeviceEvaluator(t, device, {}))
+        return made[-1]
+
+    limits = PoolLimits(max_evaluators=2, max_per_task=1, compile_workers=1)
+    pool = EvaluationPool(CPU, limits=limits, make_evaluator=make, memory_probe=lambda: None)  # type: ignore[arg-type]
+    try:
+        assert all(pool.run(job(task(k), "a")).ok for k in (1, 2, 3))
+    finally:
+        pool.close()
+    assert len(made) == 3 and made[0].closed.wait(10)
