@@ -379,11 +379,18 @@ class Clock:
                 progress, moved = words[PROGRESS], now
             elif now - moved > QUEUE_STALL_S or now - start > QUEUE_WAIT_S:
                 return False
-            if now - checked > ALIVE_CHECK_S:
-                checked = now
-                if now > deadline or not self.freezer.alive():
-                    raise self._silent(number)
+            checked = self._watch(number, deadline, checked, now)
         return True
+
+    def _watch(self, number: int, deadline: float, checked: float, now: float) -> float:
+        """While waiting on handshake ``number``: raises ``CandidateSilent`` once the deadline passed or the
+        candidate's process ended, looked at every ``ALIVE_CHECK_S`` from ``checked`` (the last look); returns when it
+        last looked."""
+        if now - checked <= ALIVE_CHECK_S:
+            return checked
+        if now > deadline or not self.freezer.alive():
+            raise self._silent(number)
+        return now
 
     def _described(self, number: int) -> dict[str, Any]:
         """The description of handshake ``number`` the candidate wrote, or an error standing for it."""
@@ -446,11 +453,7 @@ class Clock:
         while words[word] != number:
             if done_ends and word == DESCRIBED and words[DONE] == number and words[DESCRIBED] != number:
                 break  # done without a description: a candidate fault, judged below
-            now = time.monotonic()
-            if now - checked > ALIVE_CHECK_S:
-                checked = now
-                if now > deadline or not self.freezer.alive():
-                    raise self._silent(number)
+            checked = self._watch(number, deadline, checked, time.monotonic())
         return self._described(number) if word == DESCRIBED else {}
 
     # -- reading outputs ----------------------------------------------------------------------------------------

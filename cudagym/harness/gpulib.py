@@ -2,10 +2,10 @@
 
 Kernels (built once per cache directory and architecture with nvcc, loaded with ctypes):
 
-* **hold**: occupies every thread slot of every SM for a set time. The trusted clock launches it right after it
-  raises a handshake's *go*, so the candidate's host path into its first kernel (Python, the dispatcher, the launch)
-  happens while the GPU is busy and is not timed; the baselines' event timing launches it before its start event for
-  the same reason. It takes every thread slot, so no kernel of another stream can run beside it; copy engines are
+* **hold**: occupies every thread slot of every SM for a set time. The baselines' event timing launches it before
+  its start event, so the host path into the timed call's first kernel (Python, the dispatcher, the launch) happens
+  while the GPU is busy and is not timed (the trusted clock needs none: the candidate queues its calls before the
+  interval). It takes every thread slot, so no kernel of another stream can run beside it; copy engines are
   not SMs: an asynchronous copy on a side stream can overlap it, for at most the hold's length.
 * **flag**: writes a 64-bit value into host memory mapped for the device, after every earlier write of the stream
   is visible system-wide: how a stream says "done" (or "go") to a process spinning on that memory.
