@@ -33,7 +33,8 @@ class CandidateStage:
     """See the module docstring. ``job`` is the candidate's job without its link (``make_job(exchange)`` builds
     it once the candidate's private folder is known); ``gpu_library`` is the clock's library on cuda,
     ``symbols_dir`` is where the cpu sampler caches libraries' symbols, ``hang_s`` the floor of the clock's bound on one
-    handshake (``EvalConfig.hang_seconds``)."""
+    handshake (``EvalConfig.hang_seconds``), ``device_slot(label)`` the device's shared slot, held while the reference
+    works on the device for the stage (never beside another environment's timing)."""
 
     def __init__(
         self,
@@ -46,10 +47,12 @@ class CandidateStage:
         symbols_dir: str = "",
         refill: bool = True,
         hang_s: float = 0.0,
+        device_slot: Callable[[str], contextlib.AbstractContextManager[Any]] | None = None,
     ) -> None:
         self.pool, self.ref, self.make_job, self.deadline = pool, ref, make_job, deadline
         self.gpu_library, self.symbols_dir, self.refill = gpu_library, symbols_dir, refill
         self.hang_s = hang_s
+        self.device_slot = device_slot or (lambda label: contextlib.nullcontext())
         self.child: Child | None = None
         self.attached = False
         self.silent = ""  # why the candidate stopped answering the clock, when it did
@@ -67,14 +70,15 @@ class CandidateStage:
             raise RuntimeError("a candidate process without an exchange folder")
         if self.pool.await_stage(child, "warm", self.deadline) is None:
             return False
-        reply = self.ref.call(
-            "attach",
-            exchange=child.exchange,
-            root_pid=child.proc.pid,
-            gpu_library=self.gpu_library,
-            symbols_dir=self.symbols_dir,
-            hang_s=self.hang_s,
-        )
+        with self.device_slot("attach"):  # the reference draws the stage's input sets on the device
+            reply = self.ref.call(
+                "attach",
+                exchange=child.exchange,
+                root_pid=child.proc.pid,
+                gpu_library=self.gpu_library,
+                symbols_dir=self.symbols_dir,
+                hang_s=self.hang_s,
+            )
         self.attached = True
         self.max_calls = int(reply.get("max_calls", 1))
         self.moved_bytes = int(reply.get("bytes", 0))

@@ -67,7 +67,14 @@ from cudagym.results import (
     milestone_tier,
 )
 from cudagym.sandbox import Child, exchange_dir
-from cudagym.stage_judgement import BaselineVerdict, check_result, judge_baselines, timing_findings, verify_outcome
+from cudagym.stage_judgement import (
+    BaselineVerdict,
+    calibration_problem,
+    check_result,
+    judge_baselines,
+    timing_findings,
+    verify_outcome,
+)
 from cudagym.stage_memo import FailureMemo, candidate_key
 from cudagym.tasks.degeneracy import VerdictStore
 from cudagym.tasks.input_verdict import KIND_NAMES, InputVerdict
@@ -213,8 +220,10 @@ class LocalEvaluator:
             logger.warning("building the precompiled header ahead failed (the compile tries again): %s", exc)
 
     def _unchecked_inputs(self, ref: ReferenceProcess, key: str, path: str = "") -> dict[str, Any]:
-        """A fresh input set ``key`` from a secret seed, kept in the reference (and written to ``path``)."""
-        return ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task", path=path)
+        """A fresh input set ``key`` from a secret seed, kept in the reference (and written to ``path``); drawing it
+        runs the reference on the device, so never beside another environment's timing (the device's shared slot)."""
+        with self._shared_slot("inputs"):
+            return ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task", path=path)
 
     def _join_ahead(self) -> None:
         """Waits for the preparation ahead (the reference process serves one caller at a time)."""
@@ -476,6 +485,7 @@ class LocalEvaluator:
             symbols_dir=str(self.cache_dir / "symbols"),
             refill=refill,
             hang_s=resolve_hang_seconds(self.config, self.backend),
+            device_slot=lambda label: self._shared_slot(label, deadline),
         )
 
     # -- verify ------------------------------------------------------------------------------------
@@ -616,7 +626,8 @@ class LocalEvaluator:
         if self.config.compile_baseline:
             # nothing is timed beside a compile: its code generation would stretch the timed calls
             self._await_reference_compile(ref, task)
-            ref.call("compile_reference", key=key)  # a compile's first call generates code: never timed
+            with self._shared_slot("reference compile"):  # its first call generates code and runs: never timed
+                ref.call("compile_reference", key=key)
         self.pool.join_reapers()  # a used candidate still tearing down its CUDA context would disturb the timing
         with self._timing_slot("baselines"):
             data = None if retime else self._cached_baselines(task)  # another environment may have timed them
@@ -697,6 +708,11 @@ class LocalEvaluator:
             cuda=self.backend.is_cuda,
             clock_slowed=slowed,
         )
+        if timed.get("calibration_disturbed"):
+            detail = (
+                f"{verdict.detail}; the clock's calibration was never steady (calls {timed['calibration_disturbed']})"
+            )
+            verdict = dataclasses.replace(verdict, fair=False, detail=detail)
         if verdict.retime:
             eager_ms, compile_ms, _ = self._fresh_baselines(ref, deadline, retime=True)
             verdict = dataclasses.replace(
@@ -790,11 +806,11 @@ class LocalEvaluator:
             ratio = check_result(timed["failure"]).precision_ratio if timed.get("failure") else None
             detail = self.policy.precision_detail(self.task.metadata.dtype, [ratio] if ratio is not None else [])
             findings.append(IntegrityFinding("precision", (ratio or 0.0) <= 1.0, detail))
+        miscalibrated = calibration_problem(timed) if timed else None
         if candidate_ms is not None:
-            findings += [
-                runtime.own_kernels(kernels, self.backend.is_cuda, self.policy),
-                self._roofline(ref, candidate_ms, stage.moved_bytes),
-            ]
+            findings.append(runtime.own_kernels(kernels, self.backend.is_cuda, self.policy))
+            if miscalibrated is None:  # a figure the clock cannot vouch for is no evidence against the candidate
+                findings.append(self._roofline(ref, candidate_ms, stage.moved_bytes))
         broken = runtime.first_failure(findings)
         failed = (timed or {}).get("failure")
         eager_ms, compile_ms = verdict.eager_ms, verdict.compile_ms
@@ -804,6 +820,8 @@ class LocalEvaluator:
         elif status is Status.OK and broken is not None:
             status = Status.INTEGRITY
             message = f"Integrity check '{broken.check}' failed: {broken.detail}"
+        elif status is Status.OK and miscalibrated is not None:
+            status, message = Status.HARNESS_ERROR, miscalibrated
         elif status is Status.OK and candidate_ms is None:
             status = Status.HARNESS_ERROR
             message = "The timing gave no figure."
@@ -845,6 +863,8 @@ class LocalEvaluator:
                     "handshakes",
                     "queued_handshakes",
                     "clock_slowed",
+                    "clock_quickened",
+                    "calibration_disturbed",
                     "times_ms",
                     "run_time_us",
                 )

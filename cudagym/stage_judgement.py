@@ -129,3 +129,18 @@ def judge_baselines(
         scaled = cached_compile * ratio if cached_compile is not None else None
         return BaselineVerdict(fresh, scaled, False, False, f"{said}: {why}; eager beside the candidate used")
     return BaselineVerdict(cached_eager, cached_compile, True, False, f"{said}: agree")
+
+
+def calibration_problem(reply: dict[str, Any]) -> str | None:
+    """Why a timing's figure cannot be trusted because of the clock's calibration, or None. On cuda, when the clock's
+    own phases ran clearly faster during a quarter of the timed handshakes than while it calibrated, the calibration
+    was taken beside other work on the device and takes off more than a handshake costs now: the candidate would
+    read faster than it is. (A calibration with no steady round only makes the profile not fair: the round kept
+    takes off least, which can only make the candidate read slower.)"""
+    quickened = int(reply.get("clock_quickened", 0))
+    if quickened * 4 > max(1, int(reply.get("handshakes", 0))):
+        return (
+            "The device was busy while the trusted clock calibrated (its own work ran faster during "
+            f"{quickened} of {reply.get('handshakes')} timed handshakes): no figure is trusted; profile again."
+        )
+    return None

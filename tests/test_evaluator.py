@@ -104,7 +104,7 @@ def test_preparation_ahead_builds_the_precompiled_header_before_the_first_compil
 def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
     fast_config: EvalConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from cudagym.gpu_lock import JOURNAL_ENV, LOCK_ENV, read_journal
+    from cudagym.gpu_lock import JOURNAL_ENV, LOCK_ENV, exclusive_overlap_s, read_journal
 
     journal = tmp_path / "journal.jsonl"
     monkeypatch.setenv(LOCK_ENV, "on")  # slots lock (and are journalled) on the cpu backend too
@@ -146,7 +146,13 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
         assert result["baseline_cached"]  # timed ahead: this profile timed only the candidate
         if result["timing_fair"]:  # eager beside the candidate agreed with the cache
             assert (result["eager_ms"], result["compile_ms"]) == (cached["eager_ms"], cached["compile_ms"])
-        labels = [entry["label"] for entry in read_journal(journal) if entry["mode"] == "exclusive"]
+        entries = read_journal(journal)
+        labels = [entry["label"] for entry in entries if entry["mode"] == "exclusive"]
+        # the reference's own work on the device (drawing input sets and running the model on them, the compiled
+        # reference's first call) holds the shared slot: never beside another environment's calibration or timing
+        shared = {entry["label"] for entry in entries if entry["mode"] == "shared"}
+        assert {"inputs", "reference compile", "attach"} <= shared, shared
+        assert exclusive_overlap_s(entries) == 0
         # eager and torch.compile ahead, then the profile: the handshake's calibration, then its candidate
         assert labels in (
             ["baselines", "calibration", "candidate"],

@@ -84,6 +84,14 @@ FLUSH_BYTES = 256 * 1024 * 1024
 # the number of the first handshake after the calibration says nothing about the stage
 CALIBRATION_HANDSHAKES = {True: 10, False: 6}
 CALIBRATION_WARMUP = {True: 2, False: 1}
+# the calibration of each number of calls is measured in this many rounds, always all of them (so that the count of
+# handshakes says nothing of the device's state), and the round that takes off least is kept: another process's work
+# on the device during a round can only lengthen what the clock would take off, never shorten it. A round is steady
+# when what it takes off varies by at most the larger of these (cuda, cpu) around its median; with no steady round the
+# calibration is ``disturbed``
+CALIBRATION_ROUNDS = 3
+STEADY_NOISE_US = {True: 25.0, False: 50.0}
+STEADY_NOISE_SHARE = 0.1
 MAX_CALLS_CPU = 4  # on cpu the freeze makes a handshake cheap: a few calls amortise it
 # cuda: how long the clock waits for the candidate to queue a handshake's calls before it writes the inputs and the go
 # anyway: while the candidate's count of queued calls moves, up to ``QUEUE_WAIT_S`` in all; once it has not moved for
@@ -138,10 +146,26 @@ class Calibration:
     # the shortest time per call the clock can tell from no work: the noise of what the calibration takes off (cuda:
     # the candidate's phase; cpu: the whole handshake), per call, at least 1 us
     resolution: dict[int, float] = dataclasses.field(default_factory=dict)
+    # the numbers of calls for which no calibration round was steady (``CALIBRATION_ROUNDS``)
+    disturbed: list[int] = dataclasses.field(default_factory=list)
 
     def resolution_us(self, calls: int) -> float:
         """The clock's resolution per call at ``calls`` calls per handshake (1 us before any calibration)."""
         return self.resolution.get(calls, 1.0)
+
+
+@dataclasses.dataclass(frozen=True)
+class CalibrationRound:
+    """One round of a calibration (``CALIBRATION_ROUNDS``): medians of the interval and of each phase, each phase's
+    noise, what the round would take off a handshake (cuda: the candidate's phase; cpu: the interval) and its noise
+    (``spread_us``), and whether that noise is small enough to trust the round (``steady``)."""
+
+    total_us: float
+    phases_us: list[float]
+    noise_us: list[float]
+    taken_off_us: float
+    spread_us: float
+    steady: bool
 
 
 class Clock:
@@ -674,22 +698,37 @@ class Clock:
     def calibrate(self, deadline: float) -> Calibration:
         """Measures handshakes the candidate answers without work (it is still calibrating: no agent code is loaded)
         for every number of calls a handshake may hold; then lets the candidate go on to load the agent's code."""
+        calibration = self.calibration
         for calls in self.call_counts():
-            sets = list(range(calls))
-            skip = CALIBRATION_WARMUP[self.cuda]
-            records = [self.handshake(sets, deadline) for _ in range(skip + CALIBRATION_HANDSHAKES[self.cuda])][skip:]
-            totals = sorted(self.measured_us(r) for r in records)
-            self.calibration.total_us[calls] = statistics.median(totals)
-            columns = [sorted(r.phases_us[i] for r in records) for i in range(len(records[0].phases_us))]
-            self.calibration.phases_us[calls] = [statistics.median(c) for c in columns]
-            self.calibration.noise_us[calls] = [_above_median(c) for c in columns]
-            spread = self.calibration.noise_us[calls][CANDIDATE_PHASE] if self.cuda else _above_median(totals)
-            self.calibration.resolution[calls] = max(spread, 1.0) / calls
+            rounds = [self._calibration_round(calls, deadline) for _ in range(CALIBRATION_ROUNDS)]
+            steady = [r for r in rounds if r.steady]
+            kept = min(steady or rounds, key=lambda r: r.taken_off_us)
+            calibration.total_us[calls], calibration.phases_us[calls] = kept.total_us, kept.phases_us
+            calibration.noise_us[calls] = kept.noise_us
+            calibration.resolution[calls] = max(kept.spread_us, 1.0) / calls
+            if not steady:
+                calibration.disturbed.append(calls)
         self.words[STATE] = SERVING
         if not self.cuda:
             self.freezer.thaw()
             self._wake_candidate()
         return self.calibration
+
+    def _calibration_round(self, calls: int, deadline: float) -> CalibrationRound:
+        """One round of empty handshakes of ``calls`` calls, after its unmeasured ones."""
+        sets = list(range(calls))
+        skip = CALIBRATION_WARMUP[self.cuda]
+        records = [self.handshake(sets, deadline) for _ in range(skip + CALIBRATION_HANDSHAKES[self.cuda])][skip:]
+        totals = sorted(self.measured_us(r) for r in records)
+        columns = [sorted(r.phases_us[i] for r in records) for i in range(len(records[0].phases_us))]
+        phases = [statistics.median(c) for c in columns]
+        noise = [_above_median(c) for c in columns]
+        total = statistics.median(totals)
+        taken_off, spread = (
+            (phases[CANDIDATE_PHASE], noise[CANDIDATE_PHASE]) if self.cuda else (total, _above_median(totals))
+        )
+        steady = spread <= max(STEADY_NOISE_US[self.cuda], STEADY_NOISE_SHARE * taken_off)
+        return CalibrationRound(total, phases, noise, taken_off, spread, steady)
 
     def _wake_candidate(self) -> None:
         """cpu: wakes the candidate where it sleeps waiting for the next go or a change of ``STATE``."""
@@ -743,6 +782,16 @@ class Clock:
         spent = sum(record.phases_us[i] for i in TRUSTED_PHASES)
         expected = sum(phases[i] for i in TRUSTED_PHASES)
         return spent > expected * (1 + tolerance) + slack_us
+
+    def clock_quickened(self, record: Handshake, tolerance: float = 0.25, slack_us: float = 20.0) -> bool:
+        """cuda: whether the clock's own phases took clearly less time than calibrated: the calibration was taken while
+        something else ran on the device, and takes off more than a handshake costs now."""
+        if not self.cuda:
+            return False
+        _, phases = self._calibrated(len(record.sets))
+        spent = sum(record.phases_us[i] for i in TRUSTED_PHASES)
+        expected = sum(phases[i] for i in TRUSTED_PHASES)
+        return spent < expected * (1 - tolerance) - slack_us
 
     def sampled(self) -> dict[str, Any]:
         """cpu: where the candidate's threads were sampled during its calls (``Sampler.counts``); cuda: nothing."""

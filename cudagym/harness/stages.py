@@ -121,6 +121,7 @@ class Timing:
         self.phases: list[list[float]] = []  # of the timed handshakes, per phase (microseconds)
         self.ran: list[Spent] = []  # cpu: the run time of each timed handshake
         self.slowed = 0
+        self.quickened = 0  # cuda: timed handshakes whose clock phases were clearly shorter than calibrated
         self.handshakes = 0
         self.queued = 0  # cuda: timed handshakes whose calls the candidate had queued before the go
 
@@ -144,6 +145,7 @@ class Timing:
                     self.failure = check
                     return None
         self.slowed += clock.clock_slowed(record)
+        self.quickened += clock.clock_quickened(record)
         self.queued += record.queued
         self.phases.append(record.phases_us)
         if record.cpu is not None:
@@ -225,6 +227,8 @@ class Timing:
             "checked_calls": self.checked,
             "handshakes": self.handshakes,
             "clock_slowed": self.slowed,
+            "clock_quickened": self.quickened,
+            "calibration_disturbed": list(self.clock.calibration.disturbed),
             "queued_handshakes": self.queued,
             "eager_ms": self.eager_ms,
             "calibration": {

@@ -1,0 +1,34 @@
+"""The evaluator's judgements on what the trusted side reported (cudagym/stage_judgement.py)."""
+
+from __future__ import annotations
+
+from cudagym.stage_judgement import calibration_problem, judge_baselines
+
+
+def test_a_timing_whose_clock_ran_faster_than_calibrated_is_not_trusted() -> None:
+    """A calibration taken beside another process's work takes off too much: the candidate would read faster than it
+    is, and an honest kernel could even fail the speed-of-light bound. Such a figure is no figure."""
+    why = calibration_problem({"handshakes": 40, "clock_quickened": 30})
+    assert why is not None and "profile again" in why and "30 of 40" in why
+
+
+def test_a_few_quick_handshakes_do_not_void_a_timing() -> None:
+    assert calibration_problem({"handshakes": 40, "clock_quickened": 3}) is None
+    assert calibration_problem({"handshakes": 40}) is None
+    assert calibration_problem({}) is None
+
+
+def test_baselines_agreeing_with_eager_beside_the_candidate_are_fair() -> None:
+    verdict = judge_baselines(1.0, 0.8, 0.01, [1.01, 0.99, 1.0, 1.0], cuda=True, clock_slowed=False)
+    assert verdict.fair and not verdict.retime and verdict.eager_ms == 1.0
+
+
+def test_a_slower_eager_beside_the_candidate_never_lowers_the_bar_on_cuda() -> None:
+    """The candidate could slow eager down by running beside it: the cached (quiet) times stay, marked not fair."""
+    verdict = judge_baselines(1.0, 0.8, 0.01, [2.0, 2.1, 1.9, 2.0], cuda=True, clock_slowed=False)
+    assert not verdict.fair and verdict.eager_ms == 1.0 and verdict.compile_ms == 0.8
+
+
+def test_a_faster_eager_beside_the_candidate_times_the_cache_again() -> None:
+    verdict = judge_baselines(2.0, 1.6, 0.01, [1.0, 1.01, 0.99, 1.0], cuda=True, clock_slowed=False)
+    assert verdict.retime
