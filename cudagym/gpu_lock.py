@@ -5,10 +5,12 @@ run is only meaningful when nothing else runs on that device meanwhile, so timin
 **exclusive** slot; other GPU work that may overlap with other work, but never with a timing (a
 correctness check, say), takes a **shared** slot. Compiles need no slot at all.
 
-A slot is an ``flock`` on a lock file under ``<cache_dir>/locks/`` named after the device's identity
-(the GPU's UUID, so one lock per physical GPU whatever ``CUDA_VISIBLE_DEVICES`` says, and a shared
-cache across machines stays correct). Locks belong to open file descriptions, so two threads of one
-process exclude each other like two processes do, and a process that dies releases its slots.
+A slot is an ``flock`` on a lock file in the machine's lock folder (``lock_folder``: ``$CUDAGYM_LOCK_DIR``, else
+``/tmp/cudagym-locks``, whatever cache folder a process uses, so that two runs with caches of their own still take
+turns on one GPU) named after the device's identity (the GPU's UUID, so one lock per physical GPU whatever
+``CUDA_VISIBLE_DEVICES`` says). Processes that see different lock folders (containers without a shared /tmp, say)
+do not exclude each other: give them one through ``$CUDAGYM_LOCK_DIR``. Locks belong to open file descriptions,
+so two threads of one process exclude each other like two processes do, and a process that dies releases its slots.
 Writers have priority: a waiting timing job blocks new shared holders (a turnstile lock), so a stream
 of correctness checks cannot starve it.
 
@@ -30,6 +32,7 @@ import dataclasses
 import fcntl
 import functools
 import json
+import logging
 import os
 import re
 import shutil
@@ -44,7 +47,11 @@ from typing import Any
 from cudagym.backends import Backend
 from cudagym.harness.common import WARMUP_SLOT_ENV, take_slot
 
+logger = logging.getLogger(__name__)
+
 LOCK_ENV = "CUDAGYM_TIMING_LOCK"
+LOCK_DIR_ENV = "CUDAGYM_LOCK_DIR"
+MACHINE_LOCK_DIR = "/tmp/cudagym-locks"
 JOURNAL_ENV = "CUDAGYM_TIMING_JOURNAL"
 EXCLUSIVE = "exclusive"
 SHARED = "shared"
@@ -212,7 +219,7 @@ def device_slot(
     start = time.monotonic()
     deadline = start + timeout
     what = f"{mode} slot of {key}"
-    with open(main_path, "a+b") as main, open(gate_path, "a+b") as gate:
+    with open(main_path, "rb") as main, open(gate_path, "rb") as gate:
         if not take_slot(main.fileno(), gate.fileno(), exclusive=mode == EXCLUSIVE, deadline=deadline):
             raise TimingSlotTimeout(f"the {what} was not free in time")
         slot = Slot(key, mode, main_path, label, waited_s=time.monotonic() - start, acquired_at=time.time())
@@ -226,14 +233,53 @@ def device_slot(
             _journal(slot)
 
 
+def lock_folder(cache_dir: str | Path) -> Path:
+    """The folder of the machine's device locks (see the module docstring), made open to every user of the machine
+    (sticky, like /tmp). Where it cannot be used, ``<cache_dir>/locks``, which excludes only the processes that
+    share that cache, with a warning."""
+    folder = Path(os.environ.get(LOCK_DIR_ENV) or MACHINE_LOCK_DIR)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with contextlib.suppress(OSError):  # only its owner may; others find it as its owner left it
+            os.chmod(folder, 0o1777)
+        if os.access(folder, os.W_OK | os.X_OK):
+            return folder
+    except OSError:
+        pass
+    fallback = Path(cache_dir) / "locks"
+    _warn_fallback(str(folder), str(fallback))
+    fallback.mkdir(parents=True, exist_ok=True)
+    return fallback
+
+
+@functools.cache
+def _warn_fallback(folder: str, fallback: str) -> None:
+    logger.warning(
+        "the machine's lock folder %s cannot be used: device slots are taken in %s, which excludes only the "
+        "processes that share this cache (set $%s to a folder every process can write)",
+        folder,
+        fallback,
+        LOCK_DIR_ENV,
+    )
+
+
+def lock_file(folder: Path, name: str) -> Path:
+    """``folder/name``, created when missing and left readable and writable by every user (a lock is taken on a
+    read-only handle, so a file another user made serves as well)."""
+    path = folder / name
+    if not path.exists():
+        with contextlib.suppress(FileExistsError):
+            fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o666)
+            with contextlib.suppress(OSError):
+                os.fchmod(fd, 0o666)
+            os.close(fd)
+    return path
+
+
 def _paths(cache_dir: str | Path, key: str) -> tuple[Path, Path]:
     """The lock file and the turnstile file of device ``key`` (created when missing)."""
-    folder = Path(cache_dir) / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = folder / f"device-{key}.lock", folder / f"device-{key}.gate"
-    for path in paths:
-        path.touch(exist_ok=True)
-    return paths
+    folder = lock_folder(cache_dir)
+    return lock_file(folder, f"device-{key}.lock"), lock_file(folder, f"device-{key}.gate")
 
 
 def warmup_slot_env(backend: Backend, cache_dir: str | Path, enabled: bool | None = None) -> dict[str, str]:

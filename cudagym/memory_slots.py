@@ -8,7 +8,8 @@ Sixteen environments that reached verify together (as every environment does at 
 keep (``drop``), so what needs a bound is how many environments are inside such a stage at once: each stage
 takes one of ``slots`` memory slots of its device first.
 
-A memory slot is an exclusive ``flock`` on one of ``slots`` files under ``<cache_dir>/locks/``, named after the
+A memory slot is an exclusive ``flock`` on one of ``slots`` files in the machine's lock folder
+(``gpu_lock.lock_folder``), named after the
 device (``gpu_lock.device_identity``), so the bound holds across the threads of one evaluation service and across
 processes, and a process that dies gives its slot back. A stage takes its memory slot before any device slot
 (``gpu_lock``), and a holder of the exclusive timing slot never waits for a memory slot, so the two cannot
@@ -29,6 +30,8 @@ from cudagym.backends import Backend
 from cudagym.gpu_lock import (
     TimingSlotTimeout,
     device_identity,
+    lock_file,
+    lock_folder,
     locking_enabled,
     nvidia_smi_selector,
     query_gpu_field,
@@ -63,8 +66,7 @@ def memory_slot(
     if slots <= 0 or not locking_enabled(backend, enabled) or key in held:
         yield 0.0
         return
-    folder = Path(cache_dir) / "locks"
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = lock_folder(cache_dir)
     start = time.monotonic()
     deadline = start + timeout
     order = list(range(slots))
@@ -72,7 +74,7 @@ def memory_slot(
     pause = 0.001
     while True:
         for index in order:
-            handle = open(folder / f"memory-{key}-{index}.lock", "a+b")
+            handle = open(lock_file(folder, f"memory-{key}-{index}.lock"), "rb")
             try:
                 fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -14,6 +14,7 @@ import pytest
 from chat_stub import ChatStub
 
 from cudagym.evaluator import EvalConfig
+from cudagym.gpu_lock import LOCK_DIR_ENV
 from cudagym.harness.timing import TimingConfig
 from cudagym.tasks.kernelbench import ENV_VAR as KERNELBENCH_ENV
 from cudagym.tasks.kernelbench import find_kernelbench_root
@@ -78,6 +79,19 @@ FAST_TIMING = TimingConfig(warmup=2, warmup_seconds=0.02, min_reps=5, max_reps=5
 @pytest.fixture(scope="session")
 def cache_dir() -> Path:
     return _CACHE
+
+
+@pytest.fixture(autouse=True)
+def private_device_locks(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Device slots in a folder of the test's own (``$CUDAGYM_LOCK_DIR``, inherited by the processes it starts), so
+    that tests running beside each other do not wait for each other's slots. GPU tests keep the machine's folder:
+    every run on the GPU machine takes turns on the one device."""
+    if request.node.get_closest_marker("gpu") is not None:
+        yield
+        return
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(LOCK_DIR_ENV, str(tmp_path_factory.mktemp("locks")))
+        yield
 
 
 @pytest.fixture(scope="session")
