@@ -23,8 +23,12 @@ does not list (another PID namespace) counts at its full footprint.
 
 When a new evaluator does not fit, the set closes idle evaluators, least recently used first, until it does; else the
 job waits in the queue for a lease (an evaluator of its key freed, or memory freed by one closed) until its deadline,
-when it is answered with a harness error. Without a reading (nvidia-smi missing or failing) the count bound alone
-holds. Not thread-safe: the evaluator set calls it under the pool's lock.
+when it is answered with a harness error. A footprint is only known once measured, and a later stage may peak higher
+than the first: so a task key gets a second evaluator only once its first was measured, and a job starts on a kept
+evaluator only while every evaluator whose job runs, this one included, may reach its footprint beside what the idle
+ones hold (:meth:`MemoryAdmission.job_fits`; else it waits for a running job to give memory back). Without a
+reading (nvidia-smi missing or failing) the count bound alone holds. Not thread-safe: the evaluator set calls it under
+the pool's lock.
 """
 
 from __future__ import annotations
@@ -110,6 +114,7 @@ class MemoryAdmission:
         self.default_bytes = default_bytes
         self.reading: DeviceReading | None = None
         self.measured: dict[TaskKey, int] = {}  # the largest footprint seen per task key
+        self.served: set[TaskKey] = set()  # task keys an evaluator of which has finished a job (and said its peak)
         self.returning: set[int] = set()  # processes of evaluators being closed: their memory comes back
         self.wanted = False  # a job waits for a reading
         self.blind = False  # the last read failed: the count bound alone holds until one succeeds
@@ -138,7 +143,8 @@ class MemoryAdmission:
                 self._measure(member.key, reading.used(member.pids), "its processes on the device")
 
     def record_peak(self, key: TaskKey, reference_peak: int | None) -> None:
-        """Records an evaluator's reference process's peak reservation (None: it could not say)."""
+        """Records an evaluator's reference process's peak reservation after a job (None: it could not say)."""
+        self.served.add(key)
         if reference_peak:
             footprint = reference_peak + reference_peak // CANDIDATE_SHARE + 2 * PROCESS_BYTES
             self._measure(key, footprint, "its reference process's peak")
@@ -197,6 +203,25 @@ class MemoryAdmission:
                 len(members),
             )
         return False
+
+    def job_fits(self, member: Member, leased: list[Member], *, returning: Iterable[int] = ()) -> bool | None:
+        """Whether a job may start on the kept evaluator ``member`` beside the ``leased`` ones (whose jobs run), were
+        the processes ``returning`` closed too: each of them may reach its footprint while its job runs, the idle ones
+        only hold what they hold now (the device's reading already counts it). None without a fresh reading, True
+        while the device cannot be read. What was measured after an evaluator was admitted can exceed what it was
+        admitted with (a footprint guessed, or a later stage's peak): this keeps the jobs that run within the device
+        all the same."""
+        room = self.headroom([member, *leased], returning)
+        if room is None:
+            return True if self.blind else None
+        assert self.reading is not None
+        nothing_more = room >= self.reading.free_bytes  # every one of them already holds its footprint
+        return nothing_more or room >= MARGIN_BYTES
+
+    def measured_key(self, key: TaskKey) -> bool:
+        """Whether an evaluator of ``key`` has finished a job (else its footprint is the default's guess, or what a
+        reading saw before any of its stages peaked)."""
+        return key in self.served
 
     def waiting(self, key: TaskKey) -> bool:
         """Whether the last decision for ``key`` was to wait for memory."""

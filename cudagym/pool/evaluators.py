@@ -158,12 +158,13 @@ class EvaluatorSet:
         caller closes them outside its lock; ``evict``: idle ones may be closed for device memory)."""
         for slot, lease in reversed(self._idle.items()):
             if lease.key == key:
-                del self._idle[slot]
-                return self._lend(lease), []
+                return self._lend_idle(slot, lease), []
         if self.count(key) >= self.limits.max_per_task or any(
             lease.preparing and lease.key == key for lease in self._leased.values()
         ):
             return None, []  # the job waits (for an evaluator of its key being built: it is one job away)
+        if self.admission is not None and self.count(key) and not self.admission.measured_key(key):
+            return None, []  # a second evaluator of a key waits until the first one's footprint is known
         closed: list[Evaluator] = []
         if len(self) >= self.limits.max_evaluators:
             if not self._idle:
@@ -179,6 +180,19 @@ class EvaluatorSet:
                 return None, closed  # the job waits: for a reading, or for memory coming back
         self.created += 1
         return self._lend(Lease(key)), closed
+
+    def _lend_idle(self, slot: int, lease: Lease) -> Lease | None:
+        """The idle evaluator ``lease`` for a job when the device has room for its job beside those running
+        (``MemoryAdmission.job_fits``), or when no job runs (then nothing else can give memory back: the idle ones
+        hold what they hold and its own stage is all that grows); else None, and the job waits for running jobs to
+        give their memory back. No evaluator is closed for it: a reading taken during a job that has ended since
+        would close one for memory already free."""
+        if self.admission is not None and self._leased:
+            leased = [_member(other) for other in self._leased.values()]
+            if not self.admission.job_fits(_member(lease), leased):
+                return None
+        del self._idle[slot]
+        return self._lend(lease)
 
     def _evict(self, why: str) -> list[Evaluator]:
         """Closes the least recently used idle evaluator (``why``: for the log); returns it for the caller to close."""

@@ -209,3 +209,71 @@ def test_a_device_that_cannot_be_read_leaves_the_count_bound_alone() -> None:
     finally:
         pool.close()
     assert len(made) == 3 and made[0].closed.wait(10)
+
+
+class PeakingEvaluator(DeviceEvaluator):
+    """Holds ``IDLE`` bytes between jobs and ``PEAK`` while its verify runs (as a reference process does during a
+    stage); the device records the most its evaluators held at once."""
+
+    IDLE, PEAK = 4 * GIB, 36 * GIB
+
+    def __init__(self, t: Task, device: FakeDevice, gates: dict[str, threading.Event]) -> None:
+        super().__init__(t, device, gates)
+        with device.lock:
+            device.held[self.pid] = self.IDLE
+
+    def verify(self, workspace: Workspace) -> VerifyResult:
+        with self.device.lock:
+            self.device.held[self.pid] = self.PEAK
+            self.device.most = max(getattr(self.device, "most", 0), sum(self.device.held.values()))
+        time.sleep(0.4)
+        with self.device.lock:
+            self.device.held[self.pid] = self.IDLE
+        return VerifyResult(Stage.VERIFY, Status.OK, f"{self.task.id} ok")
+
+    def device_peak_bytes(self) -> int | None:
+        return self.PEAK
+
+
+def peaking_pool(device: FakeDevice, made: list[DeviceEvaluator], per_task: int = 1) -> EvaluationPool:
+    def make(t: Task, config: EvalConfig) -> DeviceEvaluator:
+        made.append(PeakingEvaluator(t, device, {}))
+        return made[-1]
+
+    limits = PoolLimits(max_evaluators=8, max_per_task=per_task, compile_workers=1)
+    return EvaluationPool(CPU, limits=limits, make_evaluator=make, memory_probe=device.read)  # type: ignore[arg-type]
+
+
+def test_jobs_on_kept_evaluators_wait_while_their_peaks_would_not_fit_together() -> None:
+    """Two evaluators admitted together under the default guess (20 GiB each) turned out to peak at 36 GiB: both fit
+    the device idle, not both in a stage at once. Their later jobs take turns instead of running it out of memory."""
+    device = FakeDevice(total=64 * GIB)
+    made: list[DeviceEvaluator] = []
+    pool = peaking_pool(device, made)
+    try:
+        first = [pool.submit(job(task(k), s)) for k, s in ((1, "a"), (2, "b"))]  # nothing measured yet: both start
+        assert all(f.result(timeout=30).ok for f in first)
+        assert len(made) == 2
+        for _ in range(3):
+            device.most = 0
+            futures = [pool.submit(job(task(k), s)) for k, s in ((1, "a"), (2, "b"))]
+            assert all(f.result(timeout=30).ok for f in futures)
+            assert device.most <= device.total, f"{device.most / GIB:.0f} GiB held at once on a 64 GiB device"
+        assert len(made) == 2 and not any(e.closed.is_set() for e in made)
+    finally:
+        pool.close()
+
+
+def test_a_task_gets_a_second_evaluator_only_once_its_first_was_measured() -> None:
+    device = FakeDevice(total=200 * GIB)
+    made: list[DeviceEvaluator] = []
+    pool = peaking_pool(device, made, per_task=2)
+    try:
+        futures = [pool.submit(job(task(1), s)) for s in ("a", "b")]
+        assert all(f.result(timeout=30).ok for f in futures)
+        assert len(made) == 1  # the second job waited for the first evaluator's measurement, then took it
+        futures = [pool.submit(job(task(1), s)) for s in ("a", "b")]
+        assert all(f.result(timeout=30).ok for f in futures)
+        assert len(made) == 2  # measured: a second evaluator fits (2 x 47 GiB of 200)
+    finally:
+        pool.close()
