@@ -313,6 +313,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
             options["socket"] = str(scratch / "eval.sock")
             pool_options = ["--max-evaluators", str(args.pool_evaluators)] if args.pool and args.pool_evaluators else []
+            pool_options += ["--log-level", args.server_log_level]
             server = spawn_server(
                 options["socket"],
                 backend.name,
@@ -436,6 +437,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server (auto: on)"
+    )
+    parser.add_argument(
+        "--server-log-level",
+        default="warning",
+        choices=("debug", "info", "warning", "error"),
+        help="what the service or pool logs to stderr (info: the pool's admissions, by device memory)",
     )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)

@@ -21,8 +21,9 @@ whichever is larger, the largest ever seen for the key; before any measurement, 
 pool's dispatcher outside its lock (no CUDA context in the pool's process). An evaluator whose processes nvidia-smi
 does not list (another PID namespace) counts at its full footprint.
 
-When a new evaluator does not fit, the set closes idle evaluators, least recently used first, until it does; else the
-job waits in the queue for a lease (an evaluator of its key freed, or memory freed by one closed) until its deadline,
+When a new evaluator does not fit, the set closes idle evaluators, least recently used first, until it does (only
+for a task key that has no evaluator: a second one of a key never costs another key its evaluator); else the job waits
+in the queue for a lease (an evaluator of its key freed, or memory freed by one closed) until its deadline,
 when it is answered with a harness error. A footprint is only known once measured, and a later stage may peak higher
 than the first: so a task key gets a second evaluator only once its first was measured, and a job starts on a kept
 evaluator only while every evaluator whose job runs, this one included, may reach its footprint beside what the idle

@@ -172,7 +172,9 @@ class EvaluatorSet:
             closed += self._evict(f"to make room for {key[1]}")
         if self.admission is not None:
             fits = self.admission.fits(key, self.census())
-            if fits is False and evict and self._idle and self._fits_without_idle(key):
+            # idle evaluators of other keys are closed only for a key that has none: one more evaluator of a key that
+            # has one would only shorten its queue, at the price of another key's reference and baselines (thrash)
+            if fits is False and evict and self._idle and not self.count(key) and self._fits_without_idle(key):
                 while fits is False and self._idle:
                     closed += self._evict(f"its device memory for {key[1]}")
                     fits = self.admission.fits(key, self.census(), log=False)

@@ -277,3 +277,20 @@ def test_a_task_gets_a_second_evaluator_only_once_its_first_was_measured() -> No
         assert len(made) == 2  # measured: a second evaluator fits (2 x 47 GiB of 200)
     finally:
         pool.close()
+
+
+def test_a_busy_task_waits_for_its_evaluator_rather_than_close_another_tasks() -> None:
+    """Two tasks' evaluators fill the device; more jobs of the first queue for its evaluator instead of closing the
+    second's idle one for a second evaluator of the first (which the second's next job would close in turn)."""
+    device = FakeDevice(total=100 * GIB)
+    made: list[DeviceEvaluator] = []
+    pool = peaking_pool(device, made, per_task=4)
+    try:
+        first = [pool.submit(job(task(k), s)) for k, s in ((1, "a"), (2, "b"))]
+        assert all(f.result(timeout=30).ok for f in first)
+        futures = [pool.submit(job(task(1), s)) for s in ("a", "c", "d")]
+        assert all(f.result(timeout=30).ok for f in futures)
+        assert len(made) == 2 and not any(e.closed.is_set() for e in made)
+        assert pool.stats().evaluators.evicted == 0
+    finally:
+        pool.close()
