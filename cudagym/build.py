@@ -35,6 +35,7 @@ from cudagym import cache_bound, compiler_jail
 from cudagym.backends import Backend, Toolchain, find_toolchain
 from cudagym.cache_bound import CacheLimits
 from cudagym.compiler_sandbox import CompilerIsolation, CompilerSandbox
+from cudagym.errors import CudaGymError
 from cudagym.results import CompileResult, KernelResources, Stage, Status
 from cudagym.text import clean
 from cudagym.workspace import TEMPLATES, Workspace
@@ -493,7 +494,7 @@ class Builder:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-class _SetupError(Exception):
+class _SetupError(CudaGymError):
     pass
 
 

@@ -44,6 +44,7 @@ from cudagym import results
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import default_cache_dir
 from cudagym.codec import decode, encode
+from cudagym.errors import HarnessError
 from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator
 from cudagym.results import Stage, StageResult, Status
 from cudagym.tasks.task import Task
@@ -102,7 +103,7 @@ class AttachedWorkspace(Workspace):
 # -- the transport seam ----------------------------------------------------------------------------
 
 
-class TransportError(RuntimeError):
+class TransportError(HarnessError):
     """The request did not reach the server or no reply came back (the session may be lost)."""
 
 

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from cudagym import registry
+from cudagym.errors import CudaGymError
 
 from .base import FunctionShaper, RewardShaper, Shaper
 from .builtin import CompositeShaper, GradedShaper, MilestoneShaper, SpeedupShaper
@@ -23,7 +24,7 @@ RewardSpec = str | Shaper | type[Shaper] | Callable[..., Any] | None
 """What ``make_reward`` accepts: a registered name, a shaper, a ``Shaper`` class, or a reward function."""
 
 
-class RewardNotFound(KeyError):
+class RewardNotFound(CudaGymError, KeyError):
     """No reward of that name is registered in code or declared by an installed package."""
 
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly

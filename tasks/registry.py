@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from cudagym import registry
+from cudagym.errors import CudaGymError
 from cudagym.tasks.degeneracy import annotate_all
 from cudagym.tasks.task import Task, TaskSet, for_precision, module_constants, with_sizes
 
@@ -34,7 +35,7 @@ SET_OPTIONS = ("precision", "sizes")
 """Options :func:`load` applies to the tasks of any set (after the loader), besides the filters."""
 
 
-class TaskSetNotFound(KeyError):
+class TaskSetNotFound(CudaGymError, KeyError):
     """No task set of that name is registered."""
 
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly
