@@ -508,9 +508,18 @@ def _build_in_background(folder: Path, build: Callable[[], object]) -> None:
         running = _BACKGROUND.get(folder)
         if running is not None and running.is_alive():
             return
-        thread = threading.Thread(target=build, name="cudagym-pch", daemon=True)
+        thread = threading.Thread(target=_logging_failure, args=(build,), name="cudagym-pch", daemon=True)
         _BACKGROUND[folder] = thread
         thread.start()
+
+
+def _logging_failure(build: Callable[[], object]) -> None:
+    """Runs ``build``; what it raises goes to the log (a thread's exception would only reach stderr), and the compile
+    that wants the header builds it again and reports its own error."""
+    try:
+        build()
+    except Exception as exc:
+        logger.warning("building the precompiled header in the background failed (the compile tries again): %r", exc)
 
 
 def join_background_headers(timeout: float | None = None) -> None:

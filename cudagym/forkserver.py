@@ -129,6 +129,16 @@ class ForkServer:
         self._reader.start()
 
     def _read(self) -> None:
+        try:
+            self._read_messages()
+        except Exception as exc:  # a reader that died unseen would leave every waiter to its timeout
+            logger.warning("reading the fork server's messages failed: %r", exc)
+            with self._changed:
+                self._error = self._error or f"reading its messages failed: {exc!r}"
+                self._ready = False
+                self._changed.notify_all()
+
+    def _read_messages(self) -> None:
         while True:
             try:
                 data = self.sock.recv(1 << 16)
