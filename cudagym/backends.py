@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from cudagym.errors import BackendUnavailable
+from cudagym.errors import BackendUnavailable, ConfigError
 
 BACKEND_NAMES = ("auto", "cpu", "cuda")
 
@@ -125,7 +125,7 @@ def query_gpu(index: int = 0) -> tuple[str, str] | None:
 def resolve_backend(name: str = "auto", *, arch: str | None = None, threads: int | None = None) -> Backend:
     """Turns "auto" / "cpu" / "cuda" into a :class:`Backend`; raises BackendUnavailable with the reason."""
     if name not in BACKEND_NAMES:
-        raise ValueError(f"backend must be one of {BACKEND_NAMES}, got {name!r}")
+        raise ConfigError(f"backend must be one of {BACKEND_NAMES}, got {name!r}")
     gpu = query_gpu() if name in ("auto", "cuda") else None
     if name == "cuda" or (name == "auto" and gpu is not None and find_toolchain().nvcc):
         if gpu is None:

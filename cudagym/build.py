@@ -35,6 +35,7 @@ from cudagym import cache_bound, compiler_jail
 from cudagym.backends import Backend, Toolchain, find_toolchain
 from cudagym.cache_bound import CacheLimits
 from cudagym.compiler_sandbox import CompilerIsolation, CompilerSandbox
+from cudagym.errors import CudaGymError
 from cudagym.results import CompileResult, KernelResources, Stage, Status
 from cudagym.text import clean
 from cudagym.workspace import TEMPLATES, Workspace
@@ -493,7 +494,7 @@ class Builder:
             shutil.rmtree(scratch, ignore_errors=True)
 
 
-class _SetupError(Exception):
+class _SetupError(CudaGymError):
     pass
 
 
@@ -507,9 +508,18 @@ def _build_in_background(folder: Path, build: Callable[[], object]) -> None:
         running = _BACKGROUND.get(folder)
         if running is not None and running.is_alive():
             return
-        thread = threading.Thread(target=build, name="cudagym-pch", daemon=True)
+        thread = threading.Thread(target=_logging_failure, args=(build,), name="cudagym-pch", daemon=True)
         _BACKGROUND[folder] = thread
         thread.start()
+
+
+def _logging_failure(build: Callable[[], object]) -> None:
+    """Runs ``build``; what it raises goes to the log (a thread's exception would only reach stderr), and the compile
+    that wants the header builds it again and reports its own error."""
+    try:
+        build()
+    except Exception as exc:
+        logger.warning("building the precompiled header in the background failed (the compile tries again): %r", exc)
 
 
 def join_background_headers(timeout: float | None = None) -> None:

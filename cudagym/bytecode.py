@@ -30,6 +30,7 @@ import fcntl
 import functools
 import importlib.util
 import json
+import logging
 import os
 import re
 import signal
@@ -40,6 +41,7 @@ import time
 from pathlib import Path
 from typing import Literal
 
+logger = logging.getLogger(__name__)
 PREFIX_ENV = "PYTHONPYCACHEPREFIX"
 NO_WRITE_ENV = "PYTHONDONTWRITEBYTECODE"
 FOLDER = "pycache"  # under the cache directory
@@ -275,6 +277,7 @@ class Filler:
             return self._run(timeout)
         except OSError as exc:
             self.skipped = f"{type(exc).__name__}: {exc}"
+            logger.warning("compiling bytecode into %s failed (the children compile their imports): %s", self.path, exc)
             return None
 
     def _run(self, timeout: float) -> float | None:
@@ -303,6 +306,8 @@ class Filler:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
                 self.stop()
+                self.skipped = f"the compile took longer than {timeout:.0f} s"
+                logger.warning("compiling bytecode into %s stopped: %s", self.path, self.skipped)
                 return None
             if self._stopped:
                 return None

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from typing import IO, Any
 
 from cudagym import bytecode
+from cudagym.errors import HarnessError
 from cudagym.harness.forkserver import PREIMPORT_ENV  # passed on to the server (what it imports before forking)
 from cudagym.sandbox import HARNESS_DIR, OutputCapture
 
@@ -42,7 +43,7 @@ def fork_server_allowed() -> bool:
     return os.environ.get(ENABLE_ENV, "1").strip().lower() not in ("0", "off", "false", "no")
 
 
-class ForkServerError(RuntimeError):
+class ForkServerError(HarnessError):
     """The fork server is not available (it failed to start, died, or did not answer)."""
 
 
@@ -128,6 +129,16 @@ class ForkServer:
         self._reader.start()
 
     def _read(self) -> None:
+        try:
+            self._read_messages()
+        except Exception as exc:  # a reader that died unseen would leave every waiter to its timeout
+            logger.warning("reading the fork server's messages failed: %r", exc)
+            with self._changed:
+                self._error = self._error or f"reading its messages failed: {exc!r}"
+                self._ready = False
+                self._changed.notify_all()
+
+    def _read_messages(self) -> None:
         while True:
             try:
                 data = self.sock.recv(1 << 16)

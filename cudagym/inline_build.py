@@ -33,6 +33,7 @@ from typing import Any
 
 from cudagym import light_headers
 from cudagym.build import KILLED_AFTER, Builder, CompileUnit, compiler_identity, content_hash, nvcc_command
+from cudagym.errors import CudaGymError
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
 from cudagym.light_headers import HeavyOnly
 from cudagym.results import CompileResult, Stage, Status
@@ -57,7 +58,7 @@ _REFUSED_FLAG_RE = re.compile(r"^(-o|--output|-B|-wrapper|-fplugin|-specs|--spec
 _ARCH_FLAG_RE = re.compile(r"^(-arch|--gpu-architecture|-gencode|--generate-code)")
 
 
-class RequestError(ValueError):
+class RequestError(CudaGymError, ValueError):
     """A request that cannot be built as asked; the message is for the agent."""
 
 

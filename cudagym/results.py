@@ -13,6 +13,8 @@ import enum
 from collections.abc import Mapping
 from typing import Any
 
+from cudagym.codec import encode
+
 
 class Status(enum.StrEnum):
     """Outcome of one stage. ``OK`` is the only success."""
@@ -46,19 +48,6 @@ class Stage(enum.StrEnum):
     SUBMIT = "submit"
 
 
-def _plain(value: Any) -> Any:
-    """Converts a result tree into JSON-friendly builtins (enums to their values, tuples to lists)."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
 @dataclasses.dataclass(frozen=True)
 class StageResult:
     """Fields shared by every stage's result."""
@@ -74,7 +63,7 @@ class StageResult:
 
     def to_info(self) -> dict[str, Any]:
         """The result as plain data, for ``info``: enums become strings, tuples lists."""
-        return _plain(self)
+        return encode(self)
 
 
 @dataclasses.dataclass(frozen=True)

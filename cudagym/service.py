@@ -24,8 +24,6 @@ import argparse
 import base64
 import collections.abc
 import dataclasses
-import enum
-import functools
 import hashlib
 import json
 import logging
@@ -37,8 +35,6 @@ import sys
 import threading
 import time
 import traceback
-import types
-import typing
 from multiprocessing import AuthenticationError
 from multiprocessing.connection import Client, Connection, Listener, answer_challenge, deliver_challenge
 from pathlib import Path
@@ -47,6 +43,8 @@ from typing import Any, Protocol
 from cudagym import results
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import default_cache_dir
+from cudagym.codec import decode, encode
+from cudagym.errors import HarnessError
 from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator
 from cudagym.results import Stage, StageResult, Status
 from cudagym.tasks.task import Task
@@ -68,58 +66,7 @@ _STAGE_CLASS = {
 }
 
 
-# -- the wire format -------------------------------------------------------------------------------
-
-
-def encode(value: Any) -> Any:
-    """A dataclass tree as JSON-ready builtins: enums by value, tuples and mappings as lists and dicts."""
-    if isinstance(value, enum.Enum):
-        return value.value
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value) if f.init}
-    if isinstance(value, collections.abc.Mapping):
-        return {str(k): encode(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [encode(v) for v in value]
-    if isinstance(value, (set, frozenset)):
-        return sorted(encode(v) for v in value)
-    if isinstance(value, Path):
-        return str(value)
-    return value
-
-
-@functools.cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def decode(tp: Any, data: Any) -> Any:
-    """The inverse of :func:`encode` for a value of type ``tp`` (a dataclass, enum, tuple, ...)."""
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if data is None or tp is Any:
-        return data
-    if origin in (typing.Union, types.UnionType):
-        options = [a for a in args if a is not type(None)]
-        return decode(options[0], data) if len(options) == 1 else data
-    if origin is tuple:
-        if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(decode(args[0], v) for v in data)
-        return tuple(decode(a, v) for a, v in zip(args, data, strict=True))
-    if origin in (frozenset, set):
-        return origin(decode(args[0], v) for v in data)
-    if origin in (dict, collections.abc.Mapping):
-        return {k: decode(args[1], v) for k, v in data.items()}
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        hints = _hints(tp)
-        fields = {f.name for f in dataclasses.fields(tp) if f.init}
-        return tp(**{k: decode(hints[k], v) for k, v in data.items() if k in fields})
-    if isinstance(tp, type) and issubclass(tp, enum.Enum):
-        return tp(data)
-    if tp is Path:
-        return Path(data)
-    if tp is float and isinstance(data, int):
-        return float(data)
-    return data
+# -- the wire format: :mod:`cudagym.codec` ---------------------------------------------------------
 
 
 def decode_result(kind: str, data: dict[str, Any]) -> StageResult:
@@ -156,7 +103,7 @@ class AttachedWorkspace(Workspace):
 # -- the transport seam ----------------------------------------------------------------------------
 
 
-class TransportError(RuntimeError):
+class TransportError(HarnessError):
     """The request did not reach the server or no reply came back (the session may be lost)."""
 
 

@@ -19,6 +19,7 @@ import tempfile
 import weakref
 from pathlib import Path, PurePosixPath
 
+from cudagym.errors import CudaGymError
 from cudagym.text import find_shown, unescape
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
@@ -28,7 +29,7 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.\-]*$")
 WORKSPACE_PREFIX = "cudagym-ws-"
 
 
-class WorkspaceError(Exception):
+class WorkspaceError(CudaGymError):
     """A file operation was refused; the message is safe to show to the agent."""
 
 

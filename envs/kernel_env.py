@@ -36,6 +36,7 @@ import gymnasium as gym
 
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import default_cache_dir
+from cudagym.errors import ConfigError
 from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator, prepares_ahead
 from cudagym.instructions import first_observation, render_instructions
 from cudagym.render import render
@@ -119,9 +120,9 @@ class CudaKernelEnv(gym.Env[str, str]):
         **task_options: Any,
     ) -> None:
         if max_turns < 1:
-            raise ValueError(f"max_turns must be >= 1, got {max_turns}")
+            raise ConfigError(f"max_turns must be >= 1, got {max_turns}")
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
-            raise ValueError(f"render_mode must be None or 'ansi', got {render_mode!r}")
+            raise ConfigError(f"render_mode must be None or 'ansi', got {render_mode!r}")
         if isinstance(task_set, str):
             self.tasks = load_tasks(task_set, **task_options)
         elif isinstance(task_set, TaskSet):
@@ -162,17 +163,17 @@ class CudaKernelEnv(gym.Env[str, str]):
         ray_address: str | None,
     ) -> EvaluatorFactory | None:
         """The evaluator factory that ``evaluator``, ``evaluator_factory``, ``service_socket`` and ``ray_address``
-        name together (None: a local evaluator); ValueError where they disagree."""
+        name together (None: a local evaluator); ConfigError (a ValueError) where they disagree."""
         if evaluator not in (None, "local", "service", "ray"):
-            raise ValueError(f"evaluator must be 'local', 'service' or 'ray', got {evaluator!r}")
+            raise ConfigError(f"evaluator must be 'local', 'service' or 'ray', got {evaluator!r}")
         if factory is not None and (service_socket is not None or evaluator is not None):
-            raise ValueError("give evaluator_factory alone, without evaluator or service_socket")
+            raise ConfigError("give evaluator_factory alone, without evaluator or service_socket")
         if ray_address is not None and evaluator != "ray":
-            raise ValueError("ray_address goes with evaluator='ray'")
+            raise ConfigError("ray_address goes with evaluator='ray'")
         if evaluator == "service" and service_socket is None:
-            raise ValueError("evaluator='service' needs service_socket")
+            raise ConfigError("evaluator='service' needs service_socket")
         if service_socket is not None and evaluator not in (None, "service"):
-            raise ValueError(f"service_socket goes with evaluator='service', not {evaluator!r}")
+            raise ConfigError(f"service_socket goes with evaluator='service', not {evaluator!r}")
         if service_socket is not None:
             from cudagym.service import ServiceEvaluatorFactory
 

@@ -17,6 +17,7 @@ import numbers
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
+from cudagym.errors import CudaGymError
 from cudagym.results import StageResult
 
 
@@ -131,7 +132,7 @@ class RewardShaper(Protocol):
         ...
 
 
-class ShaperError(RuntimeError):
+class ShaperError(CudaGymError, RuntimeError):
     """A reward shaper failed: it raised, or returned a non-finite number or something not a reward.
 
     The original exception, if any, is chained as ``__cause__``.

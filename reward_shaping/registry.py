@@ -7,10 +7,11 @@ only when a name is not registered in code (so code wins a clash) and its module
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable, Mapping
-from importlib import metadata as importlib_metadata
 from typing import Any
+
+from cudagym import registry
+from cudagym.errors import CudaGymError
 
 from .base import FunctionShaper, RewardShaper, Shaper
 from .builtin import CompositeShaper, GradedShaper, MilestoneShaper, SpeedupShaper
@@ -23,7 +24,7 @@ RewardSpec = str | Shaper | type[Shaper] | Callable[..., Any] | None
 """What ``make_reward`` accepts: a registered name, a shaper, a ``Shaper`` class, or a reward function."""
 
 
-class RewardNotFound(KeyError):
+class RewardNotFound(CudaGymError, KeyError):
     """No reward of that name is registered in code or declared by an installed package."""
 
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly
@@ -70,30 +71,19 @@ def register_reward(name: str, factory: ShaperFactory, *, overwrite: bool = Fals
         raise ValueError(f"a reward name must be a non-empty str without '/', got {name!r}")
     if not callable(factory):
         raise TypeError(f"a reward factory must be callable, got {type(factory).__name__}")
-    if name in _FACTORIES and not overwrite:
-        raise ValueError(f"reward {name!r} is already registered (pass overwrite=True to replace it)")
-    _FACTORIES[name] = factory
-
-
-def _entry_points() -> dict[str, importlib_metadata.EntryPoint]:
-    return {ep.name: ep for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    registry.add(_FACTORIES, "reward", name, factory, overwrite=overwrite)
 
 
 def registered_rewards() -> list[str]:
     """Every reward name: registered in code and declared by installed packages, sorted."""
-    return sorted(set(_FACTORIES) | set(_entry_points()))
+    return registry.names(_FACTORIES, ENTRY_POINT_GROUP)
 
 
 def _factory(name: str) -> ShaperFactory:
     factory = _FACTORIES.get(name)
     if factory is not None:
         return factory
-    ep = _entry_points().get(name)
-    if ep is None:
-        names = registered_rewards()
-        close = difflib.get_close_matches(name, names, n=1)
-        hint = f" Did you mean {close[0]!r}?" if close else ""
-        raise RewardNotFound(f"no reward named {name!r}; registered: {', '.join(names)}.{hint}")
+    ep = registry.entry_point(_FACTORIES, ENTRY_POINT_GROUP, "reward", name, RewardNotFound)
     try:
         return ep.load()
     except Exception as err:

@@ -18,6 +18,8 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from cudagym.errors import CudaGymError
+
 logger = logging.getLogger(__name__)
 
 OFFLINE_ENV = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
@@ -26,7 +28,7 @@ DEFAULT_ENDPOINT = "https://huggingface.co"
 PROBE_TIMEOUT_S = 3.0
 
 
-class HubUnreachable(ConnectionError):
+class HubUnreachable(CudaGymError, ConnectionError):
     """The Hugging Face Hub cannot be reached from here (offline mode, or no connection opens)."""
 
 

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import importlib
 import inspect
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from importlib import metadata as importlib_metadata
 from typing import Any
 
+from cudagym import registry
+from cudagym.errors import CudaGymError
 from cudagym.tasks.degeneracy import annotate_all
 from cudagym.tasks.task import Task, TaskSet, for_precision, module_constants, with_sizes
 
@@ -33,7 +35,7 @@ SET_OPTIONS = ("precision", "sizes")
 """Options :func:`load` applies to the tasks of any set (after the loader), besides the filters."""
 
 
-class TaskSetNotFound(KeyError):
+class TaskSetNotFound(CudaGymError, KeyError):
     """No task set of that name is registered."""
 
     def __str__(self) -> str:  # KeyError quotes its message; show it plainly
@@ -44,35 +46,22 @@ def register_task_set(name: str, loader: TaskLoader | str, *, overwrite: bool = 
     """Adds a task set. ``loader`` is a callable or a ``"module:attr"`` string resolved on first use."""
     if not name or "/" in name:
         raise ValueError(f"a task set name must be non-empty and contain no '/', got {name!r}")
-    if name in _LOADERS and not overwrite:
-        raise ValueError(f"task set {name!r} is already registered (pass overwrite=True to replace it)")
-    _LOADERS[name] = loader
-
-
-def _entry_points() -> dict[str, importlib_metadata.EntryPoint]:
-    return {ep.name: ep for ep in importlib_metadata.entry_points(group=ENTRY_POINT_GROUP)}
+    registry.add(_LOADERS, "task set", name, loader, overwrite=overwrite)
 
 
 def registered_names() -> list[str]:
     """Every task set name: registered in code and declared by installed packages."""
-    return sorted(set(_LOADERS) | set(_entry_points()))
+    return registry.names(_LOADERS, ENTRY_POINT_GROUP)
 
 
 def _resolve(name: str) -> TaskLoader:
     loader = _LOADERS.get(name)
     if loader is None:
-        ep = _entry_points().get(name)
-        if ep is None:
-            names = registered_names()
-            close = difflib.get_close_matches(name, names, n=1)
-            hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise TaskSetNotFound(f"no task set named {name!r}; registered: {', '.join(names)}.{hint}")
+        ep = registry.entry_point(_LOADERS, ENTRY_POINT_GROUP, "task set", name, TaskSetNotFound)
         loader = ep.load()
         logger.debug("task set %r from the entry point %s", name, ep.value)
         _LOADERS[name] = loader
     if isinstance(loader, str):
-        import importlib
-
         module, _, attr = loader.partition(":")
         loader = getattr(importlib.import_module(module), attr)
         _LOADERS[name] = loader

@@ -324,3 +324,15 @@ def test_the_first_compile_does_not_wait_for_the_precompiled_header(
     finally:
         release.set()
         build.join_background_headers(60)
+
+
+def test_a_background_header_build_that_raises_reaches_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def broken() -> None:
+        raise OSError("no space left on the device")
+
+    with caplog.at_level("WARNING", logger="cudagym.build"):
+        build._build_in_background(tmp_path / "pch", broken)
+        build.join_background_headers(timeout=30)
+    assert "precompiled header in the background failed" in caplog.text and "no space left" in caplog.text

@@ -197,3 +197,15 @@ def test_an_evaluator_on_an_empty_folder_fills_it_in_the_background_and_stops_at
         assert filled.bytecode_filler is None and filled.bytecode_dir is None
     finally:
         filled.close()
+
+
+def test_a_filler_in_the_background_that_cannot_write_says_so_in_the_log(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / "file").write_text("not a folder")
+    filler = bytecode.Filler(tmp_path / "file" / "pycache")
+    with caplog.at_level("WARNING", logger="cudagym.bytecode"):
+        thread = threading.Thread(target=filler.run)
+        thread.start()
+        thread.join(timeout=30)
+    assert "Error" in filler.skipped and f"compiling bytecode into {filler.path} failed" in caplog.text

@@ -18,12 +18,13 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from cudagym.errors import CudaGymError
 from cudagym.integrity.cpp_tokens import Stream, Token, directives, lex
 
 # -- macros ----------------------------------------------------------------------------------------------
 
 
-class Unexpandable(Exception):
+class Unexpandable(CudaGymError):
     """A macro the checks cannot expand (malformed, unterminated, or an expansion past the budget)."""
 
     def __init__(self, what: str, line: int) -> None:

@@ -16,6 +16,7 @@ import difflib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from cudagym.errors import ConfigError
 from cudagym.integrity.vocabulary import ALLOWED_ATEN_OPS
 
 
@@ -141,7 +142,7 @@ class IntegrityPolicy:
         if unknown:
             close = difflib.get_close_matches(unknown[0], RULES, n=1)
             hint = f" Did you mean {close[0]!r}?" if close else ""
-            raise ValueError(f"unknown static checks in disabled_checks: {unknown}.{hint} Known: {sorted(RULES)}")
+            raise ConfigError(f"unknown static checks in disabled_checks: {unknown}.{hint} Known: {sorted(RULES)}")
 
     # -- constructors --------------------------------------------------------------------------------
 
@@ -185,7 +186,7 @@ class IntegrityPolicy:
             return self
         unknown = sorted(set(hints) - set(TASK_HINT_FIELDS))
         if unknown:
-            raise ValueError(f"a task's integrity_policy hint may set only {TASK_HINT_FIELDS}, got {unknown}")
+            raise ConfigError(f"a task's integrity_policy hint may set only {TASK_HINT_FIELDS}, got {unknown}")
         return self.replace(**{k: bool(v) for k, v in hints.items()})
 
     # -- queries -------------------------------------------------------------------------------------

@@ -24,11 +24,12 @@ from collections import OrderedDict
 from pathlib import Path
 
 from cudagym.backends import resolve_backend
+from cudagym.codec import encode
 from cudagym.evaluator import LocalEvaluator
 from cudagym.pool.jobs import run_stage
 from cudagym.ray_pool.jobs import Job, harness_error
 from cudagym.results import StageResult
-from cudagym.service import decode_result, encode
+from cudagym.service import decode_result
 from cudagym.workspace import Workspace, WorkspaceError
 
 logger = logging.getLogger(__name__)

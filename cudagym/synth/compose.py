@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
+from cudagym.errors import CudaGymError
 from cudagym.synth import hints
 from cudagym.synth.catalogue import OpSpec
 from cudagym.synth.records import Composition, Step
@@ -32,7 +33,7 @@ tasks."""
 MAX_HALVINGS = 2
 
 
-class ComposeError(ValueError):
+class ComposeError(CudaGymError, ValueError):
     """No op of the catalogue fits the chain at some step."""
 
 

@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from cudagym.errors import CudaGymError
 from cudagym.synth.catalogue import OpSpec
 from cudagym.synth.compose import draw_ops_count
 from cudagym.synth.records import Candidate
@@ -36,7 +37,7 @@ _BLOCK = re.compile(r"```(?:python|py)?\s*\n(.*?)```", re.DOTALL)
 REQUIRED = ("Model", "get_inputs", "get_init_inputs")
 
 
-class LLMInvalid(ValueError):
+class LLMInvalid(CudaGymError, ValueError):
     """The endpoint's answer is not a task (no code, code that does not parse, a missing part, no torch op), or the
     request failed."""
 
