@@ -681,6 +681,7 @@ class LocalEvaluator:
                     ref.call("drop", key=key)
                 except RuntimeError as exc:
                     self.ahead_error = f"baselines: dropping their inputs: {exc}"
+                    logger.warning("dropping the inputs of %s's baselines timed ahead failed: %s", task.id, exc)
 
     def _profile_baselines(
         self, ref: ReferenceProcess, deadline: float, timed: dict[str, Any] | None

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from cudagym.backends import Backend
+from cudagym.errors import HarnessError
 from cudagym.harness.common import WARMUP_SLOT_ENV, take_slot
 
 logger = logging.getLogger(__name__)
@@ -58,7 +59,7 @@ SHARED = "shared"
 _held = threading.local()  # per thread: {device key: mode} of the slots it holds (nested use is a no-op)
 
 
-class TimingSlotTimeout(RuntimeError):
+class TimingSlotTimeout(HarnessError):
     """A device slot was not free within the timeout (a RuntimeError, so evaluators report it as a
     harness error)."""
 

@@ -20,10 +20,10 @@ import itertools
 import time
 
 from cudagym import results
+from cudagym.codec import decode, encode
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator
 from cudagym.results import CompileResult, ProfileResult, Stage, StageResult, Status, SubmitResult, VerifyResult
-from cudagym.service import decode, encode
 from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace
