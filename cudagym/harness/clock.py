@@ -84,12 +84,12 @@ FLUSH_BYTES = 256 * 1024 * 1024
 # the number of the first handshake after the calibration says nothing about the stage
 CALIBRATION_HANDSHAKES = {True: 10, False: 6}
 CALIBRATION_WARMUP = {True: 2, False: 1}
-# the calibration of each number of calls is measured in this many rounds, always all of them (so that the count of
-# handshakes says nothing of the device's state), and the round that takes off least is kept: another process's work
-# on the device during a round can only lengthen what the clock would take off, never shorten it. A round is steady
-# when what it takes off varies by at most the larger of these (cuda, cpu) around its median; with no steady round the
-# calibration is ``disturbed``
-CALIBRATION_ROUNDS = 3
+# the calibration of each number of calls is measured in this many rounds (cuda, cpu), always all of them (so that the
+# count of handshakes says nothing of the device's state), and the round that takes off least is kept: another
+# process's work on the device during a round can only lengthen what the clock would take off, never shorten it. A
+# round is steady when what it takes off varies by at most the larger of these (cuda, cpu) around its median; with no
+# steady round the calibration is ``disturbed``
+CALIBRATION_ROUNDS = {True: 3, False: 1}  # cuda, cpu: a cpu round costs a tenth of a second or more, a cuda one ms
 STEADY_NOISE_US = {True: 25.0, False: 50.0}
 STEADY_NOISE_SHARE = 0.1
 MAX_CALLS_CPU = 4  # on cpu the freeze makes a handshake cheap: a few calls amortise it
@@ -700,7 +700,7 @@ class Clock:
         for every number of calls a handshake may hold; then lets the candidate go on to load the agent's code."""
         calibration = self.calibration
         for calls in self.call_counts():
-            rounds = [self._calibration_round(calls, deadline) for _ in range(CALIBRATION_ROUNDS)]
+            rounds = [self._calibration_round(calls, deadline) for _ in range(CALIBRATION_ROUNDS[self.cuda])]
             steady = [r for r in rounds if r.steady]
             kept = min(steady or rounds, key=lambda r: r.taken_off_us)
             calibration.total_us[calls], calibration.phases_us[calls] = kept.total_us, kept.phases_us
