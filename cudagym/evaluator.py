@@ -16,33 +16,26 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import logging
 import secrets
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from cudagym import bytecode, sanitizer
+from cudagym import bytecode
 from cudagym.backends import Backend
 from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
-from cudagym.candidate_stage import CandidateStage, candidate_stage
-from cudagym.compile_gate import check_workspace
+from cudagym.candidate_stage import candidate_stage
 from cudagym.eval_config import (
     EvalConfig,
     preloads_compiler,
     prepares_ahead,
     resolve_bytecode,
-    resolve_hang_seconds,
     resolve_timing,
-    sanitizes_faults,
 )
-from cudagym.fault_text import find_cuda_fault
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.common import WARMUP_SLOT_ENV
 from cudagym.harness.timing import TimingConfig
@@ -51,12 +44,10 @@ from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.memory_slots import auto_slots, memory_slot
-from cudagym.ncu import summarize_ncu
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import (
     CheckResult,
     CompileResult,
-    CudaFault,
     IntegrityFinding,
     KernelTime,
     ProfileResult,
@@ -66,7 +57,6 @@ from cudagym.results import (
     VerifyResult,
     milestone_tier,
 )
-from cudagym.sandbox import Child, exchange_dir
 from cudagym.stage_judgement import (
     BaselineVerdict,
     calibration_problem,
@@ -76,11 +66,24 @@ from cudagym.stage_judgement import (
     verify_outcome,
 )
 from cudagym.stage_memo import FailureMemo, candidate_key
+from cudagym.stages import candidates, compilation, faults, wrapped
+from cudagym.stages.compilation import is_single_file, single_file_digest
 from cudagym.tasks.degeneracy import VerdictStore
 from cudagym.tasks.input_verdict import KIND_NAMES, InputVerdict
 from cudagym.tasks.task import Task
-from cudagym.text import clean
 from cudagym.workspace import Workspace
+
+__all__ = [
+    "EvalConfig",
+    "Evaluator",
+    "LocalEvaluator",
+    "ReferenceProcess",
+    "describe_check",
+    "is_single_file",
+    "merge_findings",
+    "prepares_ahead",
+    "single_file_digest",
+]
 
 logger = logging.getLogger(__name__)
 _AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
@@ -192,7 +195,7 @@ class LocalEvaluator:
                 self._mark_ahead("input_verdict")
                 return
             key = f"ahead-{secrets.token_hex(4)}"  # its own name: a later preparation never reuses it
-            self._unchecked_inputs(ref, key)
+            candidates.unchecked_inputs(self, ref, key)
             if self.config.compile_baseline:  # in the reference's background: a first verify need not wait
                 slot = warmup_slot_env(self.backend, self.cache_dir).get(WARMUP_SLOT_ENV, "")
                 ref.call("compile_reference", key=key, background=True, slot=slot)
@@ -219,12 +222,6 @@ class LocalEvaluator:
             self.ahead_error = f"precompiled header: {type(exc).__name__}: {exc}"
             logger.warning("building the precompiled header ahead failed (the compile tries again): %s", exc)
 
-    def _unchecked_inputs(self, ref: ReferenceProcess, key: str, path: str = "") -> dict[str, Any]:
-        """A fresh input set ``key`` from a secret seed, kept in the reference (and written to ``path``); drawing it
-        runs the reference on the device, so never beside another environment's timing (the device's shared slot)."""
-        with self._shared_slot("inputs"):
-            return ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task", path=path)
-
     def _join_ahead(self) -> None:
         """Waits for the preparation ahead (the reference process serves one caller at a time)."""
         ahead = self._ahead
@@ -235,14 +232,7 @@ class LocalEvaluator:
 
     def compile(self, workspace: Workspace) -> CompileResult:
         """Builds kernels/ into cuda_extension; a single-file model_new.py (load_inline) is imported instead."""
-        self.pool.fill()  # torch imports while the compiler runs
-        start = time.monotonic()
-        gate = self._gate(workspace)
-        if gate is not None:
-            return CompileResult(stage=Stage.COMPILE, status=gate[0], message=gate[1], seconds=time.monotonic() - start)
-        if is_single_file(workspace):
-            return self._compile_single_file(workspace)
-        return self.builder.build(workspace)
+        return compilation.compile_workspace(self, workspace)
 
     def _child_env(self) -> dict[str, str]:
         """Environment additions for candidate processes. On the cpu backend they see no GPU, also on a
@@ -255,73 +245,6 @@ class LocalEvaluator:
             digits = self.backend.arch[3:]
             env["TORCH_CUDA_ARCH_LIST"] = f"{digits[:-1]}.{digits[-1]}"
         return env
-
-    def _compile_single_file(self, workspace: Workspace) -> CompileResult:
-        """Imports model_new.py in a candidate process; each of its load_inline/load calls is built by the trusted
-        builder as it comes (``cudagym.inline_build``), and the later stages are given those builds (by request key)."""
-        start = time.monotonic()
-        digest = single_file_digest(workspace, self.backend.arch)
-        if digest in self._inline_builds:
-            return CompileResult(
-                stage=Stage.COMPILE,
-                status=Status.OK,
-                cached=True,
-                build_hash=digest,
-                message="model_new.py is unchanged since it last built (cached).",
-            )
-        timeout = self.config.build.timeout_seconds
-        child = self.pool.start({"mode": "import", "workspace": str(workspace.path)})
-        builds, built = self._serve_inline_builds(child, workspace, start + timeout)
-        failed = next((result for result in built if not result.ok), None)
-        if failed is not None:
-            self.pool.discard(child)
-            return dataclasses.replace(failed, seconds=time.monotonic() - start)
-        finished, code = self.pool.finish(child, start + timeout)
-        status, message, _sig = classify(child, finished, code, timeout)
-        diagnostics = candidate_output(child, workspace, self.config.output_chars)
-        if status is not Status.OK:
-            return CompileResult(
-                stage=Stage.COMPILE,
-                status=Status.COMPILE_ERROR,
-                seconds=time.monotonic() - start,
-                message=f"Importing the single-file model_new.py failed: {message}",
-                diagnostics=diagnostics,
-            )
-        self._inline_builds[digest] = builds
-        names = ", ".join(Path(result.artifact or "").stem for result in built)
-        return CompileResult(
-            stage=Stage.COMPILE,
-            status=Status.OK,
-            seconds=time.monotonic() - start,
-            message=f"Imported the single-file model_new.py (built: {names or 'no load_inline call'}).",
-            diagnostics="\n".join(filter(None, [*(r.diagnostics for r in built), diagnostics])),
-            build_hash=digest,
-            cached=bool(built) and all(result.cached for result in built),
-            objects_compiled=sum(result.objects_compiled for result in built),
-            objects_reused=sum(result.objects_reused for result in built),
-            commands=tuple(command for result in built for command in result.commands),
-            kernels=tuple(kernel for result in built for kernel in result.kernels),
-        )
-
-    def _serve_inline_builds(
-        self, child: Child, workspace: Workspace, deadline: float
-    ) -> tuple[dict[str, str], list[CompileResult]]:
-        """Builds what the importing candidate asks for (``stage: build``) and answers it, until it is done, fails
-        or a build fails; returns (request key -> library, every build's result in order)."""
-        builds: dict[str, str] = {}
-        built: list[CompileResult] = []
-        while True:
-            message = child.receive(deadline)
-            if message is None or message.get("ok") is False or message.get("stage") == "done":
-                return builds, built
-            if message.get("stage") != "build":
-                continue
-            key, result = self.inline_builder.build(message.get("request"), workspace)
-            built.append(result)
-            if not result.ok:
-                return builds, built
-            builds[key] = str(result.artifact)
-            child.send({"artifact": result.artifact})
 
     # -- helpers -----------------------------------------------------------------------------------
 
@@ -421,72 +344,9 @@ class LocalEvaluator:
             return finding
         return runtime.within_roofline(candidate_ms, moved_bytes, max(fresh, self._peak_bandwidth or 0.0))
 
-    def _gate(self, workspace: Workspace) -> tuple[Status, str] | None:
-        """The checks that come before anything is built or run (``cudagym.compile_gate``): fixed files unchanged
-        (restored when not) and the static integrity checks. Returns (status, message) of the first failure, or
-        None; what it found stays for ``submit``'s findings (all of it this workspace's: an evaluator the machine
-        pool shares between sessions must not report one workspace's findings in another's submit)."""
-        outcome = check_workspace(workspace, self.policy)
-        self._tampered = outcome.tampered
-        self.last_static_findings = list(outcome.static_findings)
-        return outcome.failure
-
-    def _prechecks(self, workspace: Workspace, stage: Stage, cls: type) -> tuple[CompileResult | None, Any]:
-        """Compiles (cached when unchanged; the fixed-file and static checks come first); returns
-        (compiled, failure)."""
-        start = time.monotonic()
-        compiled = self.compile(workspace)
-        if not compiled.ok:
-            integrity = compiled.status is Status.INTEGRITY
-            return compiled, cls(
-                stage=stage,
-                status=compiled.status,
-                seconds=time.monotonic() - start,
-                message=compiled.message if integrity else "The build failed; call compile to see the diagnostics.",
-                stderr=compiled.diagnostics,
-            )
-        if not (workspace.path / "model_new.py").is_file():
-            return compiled, cls(
-                stage=stage,
-                status=Status.LOAD_ERROR,
-                seconds=time.monotonic() - start,
-                message="model_new.py does not exist; write it (it defines class ModelNew).",
-            )
-        return compiled, None
-
     def _job(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> dict[str, Any]:
-        """A serving candidate's job (its link to the clock is added by ``CandidateStage``); the weights travel as a
-        file in its private ``folder``."""
-        state = folder / "state.pt"
-        self.reference().call("export_state", path=str(state))
-        # None: a workspace-layout solution, whose kernels cudagym builds from its files (no load_inline served)
-        inline = self._inline_builds.get(compiled.build_hash or "", {}) if is_single_file(workspace) else None
-        return {
-            "mode": "serve",
-            "workspace": str(workspace.path),
-            "extension": compiled.artifact,
-            "inline_builds": inline,
-            "state_path": str(state),
-            "device": self.backend.device,
-            "dtype": self.task.metadata.dtype,
-            "threads": self.backend.threads,
-            "eval_mode": self._eval_mode,
-        }
-
-    def _stage(self, workspace: Workspace, compiled: CompileResult, deadline: float, *, refill: bool) -> CandidateStage:
-        """A candidate stage with this evaluator's pool and reference, timed by the reference's clock."""
-        timing = self.timing
-        return CandidateStage(
-            self.pool,
-            self.reference(),
-            lambda folder: self._job(workspace, compiled, folder),
-            deadline=deadline,
-            gpu_library=timing.gpu_library,
-            symbols_dir=str(self.cache_dir / "symbols"),
-            refill=refill,
-            hang_s=resolve_hang_seconds(self.config, self.backend),
-            device_slot=lambda label: self._shared_slot(label, deadline),
-        )
+        """A serving candidate's job (``stages.candidates.job``); every candidate stage asks for it here."""
+        return candidates.job(self, workspace, compiled, folder)
 
     # -- verify ------------------------------------------------------------------------------------
 
@@ -494,7 +354,7 @@ class LocalEvaluator:
         """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for determinism) in
         one candidate process; the reference process writes every input set, reads every output and compares."""
         start = time.monotonic()
-        compiled, failure = self._prechecks(workspace, Stage.VERIFY, VerifyResult)
+        compiled, failure = candidates.prechecks(self, workspace, Stage.VERIFY, VerifyResult)
         if failure is not None:
             return failure
         assert compiled is not None
@@ -512,7 +372,7 @@ class LocalEvaluator:
         try:
             kinds = self.input_verdict(deadline).kinds
             phases.mark("input_verdict")
-            with candidate_stage(self._stage(workspace, compiled, deadline, refill=True)) as stage:
+            with candidate_stage(candidates.serving_stage(self, workspace, compiled, deadline, refill=True)) as stage:
                 phases.mark("reference")
                 with self._memory_slot(deadline):
                     phases.mark("memory_slot")
@@ -541,9 +401,9 @@ class LocalEvaluator:
                 child = stage.child
                 status, message, sig = classify(child, finished, code, self.config.verify_timeout, stage.silent)
         except RuntimeError as exc:
-            return _harness_failure(VerifyResult, Stage.VERIFY, exc, start)
+            return candidates.harness_failure(VerifyResult, Stage.VERIFY, exc, start)
         stderr = candidate_output(child, workspace, self.config.output_chars)
-        fault = self._cuda_fault(workspace, compiled, child, stderr) if status is not Status.OK else None
+        fault = faults.cuda_fault(self, workspace, compiled, child, stderr) if status is not Status.OK else None
         checks, findings = verify_outcome(reply, self.policy, self.config.check_determinism)
         if checks:  # the precision policy, and whether every check met its float64 bound
             ratios = [c.precision_ratio for c in checks]
@@ -727,7 +587,7 @@ class LocalEvaluator:
     ) -> tuple[float, float | None, bool]:
         """The baselines timed now on an input set of their own (``baselines``)."""
         with self._memory_slot(deadline):
-            self._unchecked_inputs(ref, "baselines")
+            candidates.unchecked_inputs(self, ref, "baselines")
             try:
                 return self.baselines("baselines", retime=retime)
             finally:
@@ -745,7 +605,7 @@ class LocalEvaluator:
         compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
         torch, and re-validated by eager timed beside the candidate)."""
         start = time.monotonic()
-        compiled, failure = self._prechecks(workspace, Stage.PROFILE, ProfileResult)
+        compiled, failure = candidates.prechecks(self, workspace, Stage.PROFILE, ProfileResult)
         if failure is not None:
             return failure
         assert compiled is not None
@@ -761,7 +621,7 @@ class LocalEvaluator:
         try:
             self.pool.join_reapers()  # no used candidate still tearing down its CUDA context on the device
             # quiet device while timing: no successor starts (CUDA init) meanwhile
-            with candidate_stage(self._stage(workspace, compiled, deadline, refill=False)) as stage:
+            with candidate_stage(candidates.serving_stage(self, workspace, compiled, deadline, refill=False)) as stage:
                 ref = stage.ref
                 phases.mark("reference")
                 with self._memory_slot(deadline):
@@ -791,15 +651,15 @@ class LocalEvaluator:
                 status, message, sig = classify(child, finished, code, self.config.profile_timeout, stage.silent)
                 kernels = stage.kernels()
                 self.pool.fill()
-                ncu_text = self._ncu(workspace, compiled) if ncu else ""
+                ncu_text = wrapped.ncu(self, workspace, compiled) if ncu else ""
                 if ncu:
                     phases.mark("ncu")
             verdict, cached = self._profile_baselines(ref, deadline, timed)
             phases.mark("baselines")
         except RuntimeError as exc:
-            return _harness_failure(ProfileResult, Stage.PROFILE, exc, start)
+            return candidates.harness_failure(ProfileResult, Stage.PROFILE, exc, start)
         stderr = candidate_output(child, workspace, self.config.output_chars)
-        fault = self._cuda_fault(workspace, compiled, child, stderr) if status is not Status.OK else None
+        fault = faults.cuda_fault(self, workspace, compiled, child, stderr) if status is not Status.OK else None
         ok_timing = timed is not None and timed.get("median_ms") is not None
         candidate_ms = timed["median_ms"] if ok_timing and timed else None
         findings = timing_findings(timed, self.policy) if timed else []
@@ -891,87 +751,7 @@ class LocalEvaluator:
             logger.warning("profile %s: the machine was busy, the speedups are the conservative ones", self.task.id)
         return result
 
-    def _ncu(self, workspace: Workspace, compiled: CompileResult) -> str:
-        """Nsight Compute's speed-of-light and occupancy figures for the candidate's own kernels (a run of its own,
-        not timed: ncu needs the host's namespaces, so it gets no private exchange folder)."""
-        if not self.backend.is_cuda:
-            return "Nsight Compute needs the cuda backend."
-        tool = shutil.which("ncu")
-        if tool is None:
-            return "Nsight Compute (ncu) is not installed on this machine."
-        with tempfile.TemporaryDirectory(prefix="cudagym-ncu-", dir=exchange_dir()) as tmp:
-            return self._ncu_run(workspace, compiled, Path(tmp), tool)
-
-    def _ncu_run(self, workspace: Workspace, compiled: CompileResult, folder: Path, tool: str) -> str:
-        log = folder / "ncu.csv"
-        prefix = (
-            tool,
-            "--clock-control",
-            "none",
-            "--section",
-            "SpeedOfLight",
-            "--section",
-            "Occupancy",
-            "--csv",
-            "--page",
-            "details",
-            "--log-file",
-            str(log),
-            "--launch-count",
-            "40",
-        )
-        child, status, message = self._wrapped_run(workspace, compiled, folder, prefix, self.config.profile_timeout)
-        if status is not Status.OK:
-            return f"ncu run failed: {message}"
-        if not log.exists():
-            return "ncu produced no report: " + clean(child.output.text(), 1500)
-        return summarize_ncu(log.read_text(errors="replace"))
-
-    def _wrapped_run(
-        self, workspace: Workspace, compiled: CompileResult, folder: Path, prefix: tuple[str, ...], timeout: float
-    ) -> tuple[Child, Status, str]:
-        """One call of ModelNew on an input set of its own (drawn by the reference into ``folder``) in a candidate
-        started under ``prefix`` (a tool such as ncu or compute-sanitizer); untimed, unchecked."""
-        job = {**self._job(workspace, compiled, folder), "mode": "ncu", "inputs_file": str(folder / "ncu.pt")}
-        self._unchecked_inputs(self.reference(), "ncu", path=job["inputs_file"])
-        self.reference().call("drop", key="ncu")
-        child, finished, code = self.pool.run(job, timeout, prefix=prefix)
-        status, message, _ = classify(child, finished, code, timeout)
-        return child, status, message
-
     # -- CUDA faults -------------------------------------------------------------------------------
-
-    def _cuda_fault(self, workspace: Workspace, compiled: CompileResult, child: Child, output: str) -> CudaFault | None:
-        """The CUDA fault the candidate's error or output names, with the build's kernels and, where
-        ``EvalConfig.fault_sanitizer`` allows it, compute-sanitizer's finding; None when it ran into none."""
-        errors = [str(m.get("error", {}).get("message", "")) for m in child.messages if m.get("ok") is False]
-        fault = next((f for f in map(find_cuda_fault, [*errors, output]) if f is not None), None)
-        if fault is None:
-            return None
-        kernels = tuple(dict.fromkeys(k.name for k in compiled.kernels))
-        report = self._sanitize(workspace, compiled) if sanitizes_faults(self.config, self.backend) else ""
-        return dataclasses.replace(fault, kernels=kernels, sanitizer=report)
-
-    def _sanitize(self, workspace: Workspace, compiled: CompileResult) -> str:
-        """compute-sanitizer's first finding on one call of the candidate (``cudagym.sanitizer``), or why none."""
-        tool = sanitizer.find_tool()
-        if tool is None:
-            return ""
-        try:
-            with tempfile.TemporaryDirectory(prefix="cudagym-sanitizer-", dir=exchange_dir()) as tmp:
-                folder = Path(tmp)
-                log = folder / "sanitizer.log"
-                prefix = sanitizer.command_prefix(tool, log)
-                deadline = time.monotonic() + sanitizer.TIMEOUT_S
-                with self._shared_slot("sanitizer", deadline):  # a GPU run: never beside another env's timing
-                    _, status, message = self._wrapped_run(workspace, compiled, folder, prefix, sanitizer.TIMEOUT_S)
-                report = log.read_text(errors="replace") if log.exists() else ""
-        except (OSError, RuntimeError) as exc:  # the fault is reported either way; its run is an extra
-            return f"compute-sanitizer could not run: {clean(str(exc), 300)}"
-        summary = sanitizer.summarize(clean(report, replace_paths={str(workspace.path): ""}))
-        if summary:
-            return summary
-        return f"compute-sanitizer found no error in its run ({status.value}: {message or 'one call'})"[:400]
 
     # -- submit ------------------------------------------------------------------------------------
 
@@ -1080,31 +860,6 @@ class LocalEvaluator:
             self._reference.close()
             self._reference = None
         self._closing = False
-
-
-def _harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> Any:
-    """A result saying that the evaluation machinery (not the agent's code) failed, with the reason."""
-    logger.warning("%s: the evaluation harness failed: %s", stage.value, exc)
-    return cls(
-        stage=stage,
-        status=Status.HARNESS_ERROR,
-        seconds=time.monotonic() - start,
-        message=f"The evaluation harness failed: {clean(str(exc), 1500)}",
-    )
-
-
-def is_single_file(workspace: Workspace) -> bool:
-    """A KernelBench-style solution: no kernel sources, everything (load_inline) inside model_new.py."""
-    return not workspace.kernel_sources() and (workspace.path / "model_new.py").is_file()
-
-
-def single_file_digest(workspace: Workspace, arch: str) -> str:
-    """What a single-file solution's build depends on: model_new.py, the workspace's other files (``load`` may read
-    them) and the device's architecture."""
-    files = sorted(workspace.writable_files())
-    return hashlib.sha256(
-        b"\0".join([arch.encode(), *(f"{p.relative_to(workspace.path)}".encode() + p.read_bytes() for p in files)])
-    ).hexdigest()[:16]
 
 
 def merge_findings(findings: list[IntegrityFinding]) -> tuple[IntegrityFinding, ...]:
