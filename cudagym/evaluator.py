@@ -27,8 +27,7 @@ from cudagym import bytecode
 from cudagym.backends import Backend
 from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
-from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
-from cudagym.candidate_stage import candidate_stage
+from cudagym.candidate_pool import CandidatePool
 from cudagym.eval_config import (
     EvalConfig,
     preloads_compiler,
@@ -41,35 +40,27 @@ from cudagym.harness.common import WARMUP_SLOT_ENV
 from cudagym.harness.timing import TimingConfig
 from cudagym.inline_build import InlineBuilder
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
-from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.memory_slots import auto_slots, memory_slot
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import (
-    CheckResult,
     CompileResult,
     IntegrityFinding,
-    KernelTime,
     ProfileResult,
-    Stage,
-    Status,
     SubmitResult,
     VerifyResult,
-    milestone_tier,
 )
 from cudagym.stage_judgement import (
     BaselineVerdict,
-    calibration_problem,
-    check_result,
     judge_baselines,
-    timing_findings,
-    verify_outcome,
 )
-from cudagym.stage_memo import FailureMemo, candidate_key
-from cudagym.stages import candidates, compilation, faults, wrapped
+from cudagym.stage_memo import FailureMemo
+from cudagym.stages import candidates, compilation, profiling, submission, verification
 from cudagym.stages.compilation import is_single_file, single_file_digest
+from cudagym.stages.submission import merge_findings
+from cudagym.stages.verification import describe_check
 from cudagym.tasks.degeneracy import VerdictStore
-from cudagym.tasks.input_verdict import KIND_NAMES, InputVerdict
+from cudagym.tasks.input_verdict import InputVerdict
 from cudagym.tasks.task import Task
 from cudagym.workspace import Workspace
 
@@ -331,18 +322,8 @@ class LocalEvaluator:
         return self._reference
 
     def _roofline(self, ref: ReferenceProcess, candidate_ms: float, moved_bytes: int) -> IntegrityFinding:
-        """The speed-of-light bound. A GPU's bandwidth is read from its properties; a host's was measured at load,
-        which a busy host or a task whose data fits in the caches makes too low, so a cpu profile that would fail
-        is judged again on a bandwidth the reference process measures now for the task's working set."""
-        finding = runtime.within_roofline(candidate_ms, moved_bytes, self._peak_bandwidth)
-        if finding.passed or self.backend.is_cuda:
-            return finding
-        try:
-            fresh = ref.call("host_bandwidth", nbytes=moved_bytes)["bytes_per_s"]
-        except RuntimeError as exc:
-            logger.warning("the host's bandwidth could not be measured again: %s", exc)
-            return finding
-        return runtime.within_roofline(candidate_ms, moved_bytes, max(fresh, self._peak_bandwidth or 0.0))
+        """The speed-of-light bound of a profile (``stages.profiling.roofline``)."""
+        return profiling.roofline(self, ref, candidate_ms, moved_bytes)
 
     def _job(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> dict[str, Any]:
         """A serving candidate's job (``stages.candidates.job``); every candidate stage asks for it here."""
@@ -353,99 +334,7 @@ class LocalEvaluator:
     def verify(self, workspace: Workspace) -> VerifyResult:
         """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for determinism) in
         one candidate process; the reference process writes every input set, reads every output and compares."""
-        start = time.monotonic()
-        compiled, failure = candidates.prechecks(self, workspace, Stage.VERIFY, VerifyResult)
-        if failure is not None:
-            return failure
-        assert compiled is not None
-        key = candidate_key(workspace, compiled, self.task, self.backend, self.config)
-        known = self.memo.recall(key, Stage.VERIFY, time.monotonic() - start)
-        if known is not None:
-            return known
-        deadline = time.monotonic() + self.config.verify_timeout
-        phases = Phases(start)
-        phases.mark("prechecks")
-        reply: dict[str, Any] | None = None
-        candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
-        kinds: tuple[str, ...] = ()
-        plan: list[list[Any]] = []
-        try:
-            kinds = self.input_verdict(deadline).kinds
-            phases.mark("input_verdict")
-            with candidate_stage(candidates.serving_stage(self, workspace, compiled, deadline, refill=True)) as stage:
-                phases.mark("reference")
-                with self._memory_slot(deadline):
-                    phases.mark("memory_slot")
-                    if stage.start():
-                        with self._shared_slot("calibration", deadline):
-                            calibrated = stage.calibrate()
-                        candidate_from = time.monotonic() if calibrated else None
-                        phases.mark("candidate_start")
-                        if calibrated and stage.await_ready():
-                            phases.mark("candidate_load")
-                            plan = [
-                                [secrets.randbits(62), kinds[i % len(kinds)]] for i in range(self.config.num_checks)
-                            ]
-                            with self._shared_slot("check", deadline):
-                                reply = stage.run(
-                                    "verify_candidate",
-                                    plan=plan,
-                                    repeat_first=self.config.check_determinism,
-                                    atol=self.atol,
-                                    rtol=self.rtol,
-                                    precision=self.policy.precision_mode(self.task.metadata.dtype),
-                                )
-                    phases.mark("checks")
-                    finished, code = stage.finish()
-                    phases.mark("candidate_exit")
-                child = stage.child
-                status, message, sig = classify(child, finished, code, self.config.verify_timeout, stage.silent)
-        except RuntimeError as exc:
-            return candidates.harness_failure(VerifyResult, Stage.VERIFY, exc, start)
-        stderr = candidate_output(child, workspace, self.config.output_chars)
-        fault = faults.cuda_fault(self, workspace, compiled, child, stderr) if status is not Status.OK else None
-        checks, findings = verify_outcome(reply, self.policy, self.config.check_determinism)
-        if checks:  # the precision policy, and whether every check met its float64 bound
-            ratios = [c.precision_ratio for c in checks]
-            detail = self.policy.precision_detail(self.task.metadata.dtype, ratios)
-            findings.append(IntegrityFinding("precision", all((r or 0.0) <= 1.0 for r in ratios), detail))
-        failed = next((c for c in checks if not c.passed), None)
-        broken = runtime.first_failure(findings)
-        if status is Status.OK and failed is not None:
-            status = Status.INVALID_OUTPUT if failed.problem and failed.max_abs_error is None else Status.MISMATCH
-            which = (
-                f"check {failed.index + 1} of {self.config.num_checks} ({KIND_NAMES.get(plan[failed.index][1], '?')})"
-                if failed.index < min(self.config.num_checks, len(plan))
-                else "the repeat of check 1 (same inputs again)"
-            )
-            message = f"Output mismatch on {which}: {describe_check(failed)}"
-        elif status is Status.OK and broken is not None:
-            status = Status.INTEGRITY
-            message = f"Integrity check '{broken.check}' failed: {broken.detail}"
-        elif status is Status.OK:
-            message = (
-                f"All {self.config.num_checks} checks passed (inputs: {', '.join(kinds)}; "
-                f"atol={self.atol:g}, rtol={self.rtol:g})"
-            ) + ("; the repeat of check 1 gave bitwise the same output." if self.config.check_determinism else ".")
-        result = VerifyResult(
-            stage=Stage.VERIFY,
-            status=status,
-            message=message,
-            seconds=time.monotonic() - start,
-            checks=tuple(checks),
-            atol=self.atol,
-            rtol=self.rtol,
-            input_kinds=kinds,
-            stderr=stderr,
-            signal=sig,
-            fault=fault,
-            integrity=tuple(findings),
-            phases=phases.items(),
-        )
-        own = deadline - candidate_from if candidate_from is not None else None
-        self.memo.remember(key, result, candidate_seconds=own, timeout=self.config.verify_timeout)
-        logger.info("verify %s: %s in %.1f s", self.task.id, status.value, result.seconds)
-        return result
+        return verification.verify(self, workspace)
 
     # -- profile -----------------------------------------------------------------------------------
 
@@ -604,217 +493,15 @@ class LocalEvaluator:
         """Times ModelNew on the reference process's clock (every call on fresh inputs, a random share of the calls
         compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
         torch, and re-validated by eager timed beside the candidate)."""
-        start = time.monotonic()
-        compiled, failure = candidates.prechecks(self, workspace, Stage.PROFILE, ProfileResult)
-        if failure is not None:
-            return failure
-        assert compiled is not None
-        key = candidate_key(workspace, compiled, self.task, self.backend, self.config)
-        known = self.memo.recall(key, Stage.PROFILE, time.monotonic() - start)
-        if known is not None:
-            return known
-        deadline = time.monotonic() + self.config.profile_timeout
-        phases = Phases(start)
-        phases.mark("prechecks")
-        timed: dict[str, Any] | None = None
-        candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
-        try:
-            self.pool.join_reapers()  # no used candidate still tearing down its CUDA context on the device
-            # quiet device while timing: no successor starts (CUDA init) meanwhile
-            with candidate_stage(candidates.serving_stage(self, workspace, compiled, deadline, refill=False)) as stage:
-                ref = stage.ref
-                phases.mark("reference")
-                with self._memory_slot(deadline):
-                    phases.mark("memory_slot")
-                    if stage.start():
-                        # the reference is the clock: a torch.compile in its background would hold its interpreter
-                        # between the clock's readings (and, on cpu, take the cores the timed calls run on)
-                        ref.call("await_compile")
-                        with self._timing_slot("calibration", deadline):
-                            calibrated = stage.calibrate()
-                        candidate_from = time.monotonic() if calibrated else None
-                        phases.mark("calibration")
-                        if calibrated and stage.await_ready():
-                            phases.mark("candidate_load")
-                            with self._timing_slot("candidate", deadline):
-                                timed = stage.run(
-                                    "time_candidate",
-                                    timing=dataclasses.asdict(self.timing),
-                                    atol=self.atol,
-                                    rtol=self.rtol,
-                                    precision=self.policy.precision_mode(self.task.metadata.dtype),
-                                )
-                            phases.mark("timing")
-                    finished, code = stage.finish()
-                    phases.mark("candidate_exit")
-                child = stage.child
-                status, message, sig = classify(child, finished, code, self.config.profile_timeout, stage.silent)
-                kernels = stage.kernels()
-                self.pool.fill()
-                ncu_text = wrapped.ncu(self, workspace, compiled) if ncu else ""
-                if ncu:
-                    phases.mark("ncu")
-            verdict, cached = self._profile_baselines(ref, deadline, timed)
-            phases.mark("baselines")
-        except RuntimeError as exc:
-            return candidates.harness_failure(ProfileResult, Stage.PROFILE, exc, start)
-        stderr = candidate_output(child, workspace, self.config.output_chars)
-        fault = faults.cuda_fault(self, workspace, compiled, child, stderr) if status is not Status.OK else None
-        ok_timing = timed is not None and timed.get("median_ms") is not None
-        candidate_ms = timed["median_ms"] if ok_timing and timed else None
-        findings = timing_findings(timed, self.policy) if timed else []
-        if timed:  # the precision policy, and whether a failed timed call failed its float64 bound
-            ratio = check_result(timed["failure"]).precision_ratio if timed.get("failure") else None
-            detail = self.policy.precision_detail(self.task.metadata.dtype, [ratio] if ratio is not None else [])
-            findings.append(IntegrityFinding("precision", (ratio or 0.0) <= 1.0, detail))
-        miscalibrated = calibration_problem(timed) if timed else None
-        if candidate_ms is not None:
-            findings.append(runtime.own_kernels(kernels, self.backend.is_cuda, self.policy))
-            if miscalibrated is None:  # a figure the clock cannot vouch for is no evidence against the candidate
-                findings.append(self._roofline(ref, candidate_ms, stage.moved_bytes))
-        broken = runtime.first_failure(findings)
-        failed = (timed or {}).get("failure")
-        eager_ms, compile_ms = verdict.eager_ms, verdict.compile_ms
-        if status is Status.OK and failed is not None and failed.get("inputs_unchanged") is not False:
-            status = Status.MISMATCH
-            message = f"Wrong output on a timed call (fresh inputs): {describe_check(check_result(failed))}"
-        elif status is Status.OK and broken is not None:
-            status = Status.INTEGRITY
-            message = f"Integrity check '{broken.check}' failed: {broken.detail}"
-        elif status is Status.OK and miscalibrated is not None:
-            status, message = Status.HARNESS_ERROR, miscalibrated
-        elif status is Status.OK and candidate_ms is None:
-            status = Status.HARNESS_ERROR
-            message = "The timing gave no figure."
-        speedup_eager = eager_ms / candidate_ms if candidate_ms else None
-        speedup_compile = compile_ms / candidate_ms if candidate_ms and compile_ms else None
-        if status is Status.OK:
-            message = f"ModelNew {candidate_ms:.4g} ms | eager {eager_ms:.4g} ms ({speedup_eager:.3g}x) | " + (
-                f"torch.compile {compile_ms:.4g} ms ({speedup_compile:.3g}x)"
-                if compile_ms is not None
-                else "torch.compile not timed (compile_baseline=False)"
-            )
-            if not verdict.fair:
-                message += f" | not a fair figure ({verdict.detail}): profile again when the machine is quiet"
-        result = ProfileResult(
-            stage=Stage.PROFILE,
-            status=status,
-            message=message,
-            seconds=time.monotonic() - start,
-            candidate_ms=candidate_ms,
-            eager_ms=eager_ms,
-            compile_ms=compile_ms,
-            speedup_eager=speedup_eager,
-            speedup_compile=speedup_compile,
-            repetitions=timed["reps"] if ok_timing and timed else 0,
-            spread=timed["spread"] if ok_timing and timed else None,
-            kernels=tuple(KernelTime(k["name"], k["calls"], k["total_ms"], k["share"]) for k in kernels),
-            device=self.backend.device_name,
-            method=timed["method"] if ok_timing and timed else "",
-            baseline_cached=cached,
-            timing_fair=verdict.fair,
-            baseline_check=verdict.detail,
-            calls_per_handshake=int((timed or {}).get("calls_per_handshake", 0)),
-            checked_calls=int((timed or {}).get("checked_calls", 0)),
-            clock={
-                k: (timed or {}).get(k)
-                for k in (
-                    "calibration",
-                    "phases_us",
-                    "handshakes",
-                    "queued_handshakes",
-                    "clock_slowed",
-                    "clock_quickened",
-                    "calibration_disturbed",
-                    "times_ms",
-                    "run_time_us",
-                )
-            },
-            ncu=ncu_text,
-            stderr=stderr,
-            signal=sig,
-            fault=fault,
-            integrity=tuple(findings),
-            phases=phases.items(),
-        )
-        own = deadline - candidate_from if candidate_from is not None else None
-        self.memo.remember(key, result, candidate_seconds=own, timeout=self.config.profile_timeout)
-        logger.info(
-            "profile %s: %s in %.1f s (candidate %s ms, eager %s ms)",
-            self.task.id,
-            status.value,
-            result.seconds,
-            f"{candidate_ms:.4g}" if candidate_ms is not None else "n/a",
-            f"{eager_ms:.4g}" if eager_ms is not None else "n/a",
-        )
-        if not verdict.fair:
-            logger.warning("profile %s: the machine was busy, the speedups are the conservative ones", self.task.id)
-        return result
+        return profiling.profile(self, workspace, ncu=ncu)
 
     # -- CUDA faults -------------------------------------------------------------------------------
 
     # -- submit ------------------------------------------------------------------------------------
 
     def submit(self, workspace: Workspace) -> SubmitResult:
-        start = time.monotonic()
-        compiled = self.compile(workspace)
-        verify = self.verify(workspace) if compiled.ok else None
-        correct = verify is not None and verify.ok
-        profile = self.profile(workspace) if correct else None
-        rejected = (Status.MISMATCH, Status.INTEGRITY)
-        tier = milestone_tier(correct and (profile is None or profile.status not in rejected), profile)
-        correct = correct and tier > 0
-        # known once a verify ran (it probes when the cache has no verdict); None when none ran and none is stored
-        verdict = self.verdicts.read(verdict_key_for(self.task, self.backend.name, self.config))
-        tier = min(tier, verdict.max_tier) if verdict is not None else tier
-        findings = [
-            IntegrityFinding(
-                "fixed_files_unchanged",
-                not self._tampered,
-                f"restored: {', '.join(self._tampered)}" if self._tampered else "",
-            ),
-            *getattr(self, "last_static_findings", ()),
-            *(verify.integrity if verify else ()),
-            *(profile.integrity if profile else ()),
-        ]
-        if profile is not None:
-            findings.append(
-                IntegrityFinding(
-                    "timed_output_rechecked",
-                    profile.status is not Status.MISMATCH,
-                    profile.message if profile.status is Status.MISMATCH else "",
-                )
-            )
-        failing = next((r for r in (compiled, verify, profile) if r is not None and not r.ok), None)
-        message = f"Tier {tier}. " + (failing.message if failing is not None and tier < 1 else "")
-        if verdict is not None and verdict.degenerate and tier > 0:
-            message += f"{verdict.describe()}: speed is not rewarded. "
-        if profile is not None and profile.ok:
-            message += profile.message
-        degenerate = verdict.degenerate if verdict is not None else None
-        status = Status.OK if tier > 0 else (failing.status if failing else Status.MISMATCH)
-        if failing is not None and failing.status is Status.HARNESS_ERROR:  # not the agent's doing: no tier to trust
-            status, tier, message = Status.HARNESS_ERROR, -1, f"Not evaluated: {failing.message}"
-        logger.info("submit %s: %s, tier %d", self.task.id, status.value, tier)
-        return SubmitResult(
-            stage=Stage.SUBMIT,
-            status=status,
-            message=message.strip(),
-            seconds=time.monotonic() - start,
-            tier=tier,
-            compiled=compiled.ok,
-            correct=correct,
-            # a degenerate task's speed proves nothing (a shortcut is fastest): the profile keeps the figures
-            speedup_eager=profile.speedup_eager if profile and not degenerate else None,
-            speedup_compile=profile.speedup_compile if profile and not degenerate else None,
-            timing_fair=profile.timing_fair if profile else True,
-            input_kinds=verdict.kinds if verdict is not None else (),
-            degenerate=degenerate,
-            compile=compiled,
-            verify=verify,
-            profile=profile,
-            integrity=merge_findings(findings),
-        )
+        """Compile, verify and profile in turn; the tier and every stage's findings."""
+        return submission.submit(self, workspace)
 
     def retarget(self, task: Task) -> None:
         """Switches to another task, keeping the processes (the reference reloads on its next use)."""
@@ -860,27 +547,3 @@ class LocalEvaluator:
             self._reference.close()
             self._reference = None
         self._closing = False
-
-
-def merge_findings(findings: list[IntegrityFinding]) -> tuple[IntegrityFinding, ...]:
-    """One finding per check, in first-seen order: the first failure when a stage failed it, else the first."""
-    merged: dict[str, IntegrityFinding] = {}
-    for finding in findings:
-        if finding.check not in merged or (merged[finding.check].passed and not finding.passed):
-            merged[finding.check] = finding
-    return tuple(merged.values())
-
-
-def describe_check(check: CheckResult) -> str:
-    """One line for the agent: what was wrong and where (never the whole reference output)."""
-    if check.problem and check.max_abs_error is None:
-        return check.problem
-    where = f" at index {list(check.worst_index)}" if check.worst_index is not None else ""
-    which = f"output {check.output}: " if check.output else ""  # a later output of a tuple (the first goes unnamed)
-    parts = [
-        f"{which}{check.mismatched} of {check.total} elements outside tolerance",
-        f"max abs error {check.max_abs_error:.4g}{where} (expected {check.expected:.6g}, got {check.actual:.6g})",
-    ]
-    if check.problem:
-        parts.append(check.problem)
-    return "; ".join(parts)

@@ -8,6 +8,9 @@ functions here, which keep no state of their own.
   ``load_inline`` builds served (``CompileResult``);
 * ``candidates``: what the candidate stages share: the prechecks, a candidate's job, its stage on the reference's
   clock, input sets drawn for untimed use, the result of a harness failure;
+* ``verification``: verify, every output compared by the reference (``VerifyResult``);
+* ``profiling``: profile on the trusted clock, with the roofline bound (``ProfileResult``);
+* ``submission``: compile, verify, profile in turn, the tier and the findings merged (``SubmitResult``);
 * ``wrapped``: one untimed call of the candidate under a tool (Nsight Compute's report for ``profile(ncu=True)``);
 * ``faults``: a CUDA fault a stage ran into, with compute-sanitizer's finding (``results.CudaFault``).
 
