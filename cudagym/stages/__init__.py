@@ -10,9 +10,13 @@ functions here, which keep no state of their own.
   clock, input sets drawn for untimed use, the result of a harness failure;
 * ``verification``: verify, every output compared by the reference (``VerifyResult``);
 * ``profiling``: profile on the trusted clock, with the roofline bound (``ProfileResult``);
-* ``submission``: compile, verify, profile in turn, the tier and the findings merged (``SubmitResult``);
+* ``baselines``: eager and torch.compile times: cached, timed ahead, timed now, judged for a profile
+  (``Baselines``, ``stage_judgement.BaselineVerdict``);
+* ``preparation``: a task prepared ahead of its first cycle (its timeline in ``LocalEvaluator.ahead_marks``, why it
+  stopped early in ``LocalEvaluator.ahead_error``);
 * ``wrapped``: one untimed call of the candidate under a tool (Nsight Compute's report for ``profile(ncu=True)``);
-* ``faults``: a CUDA fault a stage ran into, with compute-sanitizer's finding (``results.CudaFault``).
+* ``faults``: a CUDA fault a stage ran into, with compute-sanitizer's finding (``results.CudaFault``);
+* ``submission``: compile, verify, profile in turn, the tier and the findings merged (``SubmitResult``).
 
 They log to the ``cudagym.evaluator`` logger, as the evaluator did before it was split.
 """

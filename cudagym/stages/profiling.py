@@ -17,7 +17,7 @@ from cudagym.reference_process import ReferenceProcess
 from cudagym.results import IntegrityFinding, KernelTime, ProfileResult, Stage, Status
 from cudagym.stage_judgement import calibration_problem, check_result, timing_findings
 from cudagym.stage_memo import candidate_key
-from cudagym.stages import faults, wrapped
+from cudagym.stages import baselines, faults, wrapped
 from cudagym.stages.candidates import harness_failure, prechecks, serving_stage
 from cudagym.stages.verification import describe_check
 from cudagym.workspace import Workspace
@@ -94,7 +94,7 @@ def profile(ev: LocalEvaluator, workspace: Workspace, *, ncu: bool = False) -> P
             ncu_text = wrapped.ncu(ev, workspace, compiled) if ncu else ""
             if ncu:
                 phases.mark("ncu")
-        verdict, cached = ev._profile_baselines(ref, deadline, timed)
+        verdict, cached = baselines.for_profile(ev, ref, deadline, timed)
         phases.mark("baselines")
     except RuntimeError as exc:
         return harness_failure(ProfileResult, Stage.PROFILE, exc, start)
