@@ -10,81 +10,61 @@ Trust layout (design.md, Evaluation):
   output or a verdict, and it is discarded after the stage (a crash or a CUDA fault taints nothing).
 
 Every method returns a result object; nothing here raises at the agent.
+
+``LocalEvaluator`` holds what the stages share (the task, the reference process, the candidate pool, the builders,
+the caches, the device's slots); each stage's body is a module of ``cudagym.stages``.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import hashlib
 import logging
 import secrets
-import shutil
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Protocol
 
-from cudagym import bytecode, sanitizer
+from cudagym import bytecode
 from cudagym.backends import Backend
 from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
-from cudagym.candidate_pool import CandidatePool, Phases, candidate_output, classify
-from cudagym.candidate_stage import CandidateStage, candidate_stage
-from cudagym.compile_gate import check_workspace
-from cudagym.eval_config import (
-    EvalConfig,
-    preloads_compiler,
-    prepares_ahead,
-    resolve_bytecode,
-    resolve_hang_seconds,
-    resolve_timing,
-    sanitizes_faults,
-)
-from cudagym.fault_text import find_cuda_fault
+from cudagym.candidate_pool import CandidatePool
+from cudagym.eval_config import EvalConfig, preloads_compiler, prepares_ahead, resolve_bytecode, resolve_timing
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
-from cudagym.harness.common import WARMUP_SLOT_ENV
 from cudagym.harness.timing import TimingConfig
 from cudagym.inline_build import InlineBuilder
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
-from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.memory_slots import auto_slots, memory_slot
-from cudagym.ncu import summarize_ncu
 from cudagym.reference_process import ReferenceProcess
-from cudagym.results import (
-    CheckResult,
-    CompileResult,
-    CudaFault,
-    IntegrityFinding,
-    KernelTime,
-    ProfileResult,
-    Stage,
-    Status,
-    SubmitResult,
-    VerifyResult,
-    milestone_tier,
-)
-from cudagym.sandbox import Child, exchange_dir
-from cudagym.stage_judgement import (
-    BaselineVerdict,
-    calibration_problem,
-    check_result,
-    judge_baselines,
-    timing_findings,
-    verify_outcome,
-)
-from cudagym.stage_memo import FailureMemo, candidate_key
+from cudagym.results import CompileResult, IntegrityFinding, ProfileResult, SubmitResult, VerifyResult
+from cudagym.stage_memo import FailureMemo
+from cudagym.stages import baselines as baseline_times
+from cudagym.stages import candidates, compilation, preparation, profiling, submission, verification
+from cudagym.stages.baselines import Baselines
+from cudagym.stages.compilation import is_single_file, single_file_digest
+from cudagym.stages.submission import merge_findings
+from cudagym.stages.verification import describe_check
 from cudagym.tasks.degeneracy import VerdictStore
-from cudagym.tasks.input_verdict import KIND_NAMES, InputVerdict
+from cudagym.tasks.input_verdict import InputVerdict
 from cudagym.tasks.task import Task
-from cudagym.text import clean
 from cudagym.workspace import Workspace
 
+__all__ = [
+    "Baselines",
+    "EvalConfig",
+    "Evaluator",
+    "LocalEvaluator",
+    "ReferenceProcess",
+    "describe_check",
+    "is_single_file",
+    "merge_findings",
+    "prepares_ahead",
+    "single_file_digest",
+]
+
 logger = logging.getLogger(__name__)
-_AHEAD = threading.local()  # ``active`` in the threads that prepare tasks ahead
-COMPILE_POLL_S = 0.1  # how often the baselines timed ahead ask whether the reference's torch.compile is done
 
 
 class Evaluator(Protocol):
@@ -121,10 +101,10 @@ class LocalEvaluator:
         self._reference: ReferenceProcess | None = None
         self._loaded_task: str | None = None  # the task the reference process holds
         self._ahead: threading.Thread | None = None
-        self._baselining: threading.Thread | None = None  # the baselines timed ahead (``_time_baselines_ahead``)
+        self._baselining: threading.Thread | None = None  # the baselines timed ahead (``baselines.time_ahead``)
         self._closing = False
         self.ahead_error = ""  # why the last preparation ahead stopped early (the stages redo what it missed)
-        # seconds after the last preparation began at which each of its steps was done (``_mark_ahead``):
+        # seconds after the last preparation began at which each of its steps was done (``preparation.mark``):
         # the timeline a first cycle's waits are read against (benchmarks/step_latency.py prints it)
         self.ahead_marks: dict[str, float] = {}
         self._ahead_start = time.monotonic()
@@ -148,101 +128,40 @@ class LocalEvaluator:
         self.last_static_findings: list[IntegrityFinding] = []  # one per static check, from the last precheck
         # timeouts and crashes of candidates, by content: unchanged files are not run into them again
         self.memo = FailureMemo()
-        self._start_ahead()
+        preparation.start(self)  # the task prepared ahead (``cudagym.stages.preparation``)
 
-    # -- preparation ahead -------------------------------------------------------------------------
+    # -- what the stages share -----------------------------------------------------------------------
 
     @property
     def prepares_ahead(self) -> bool:
         return prepares_ahead(self.config, self.backend)
 
-    def _start_ahead(self) -> None:
-        """Prepares the current task in a background thread (``EvalConfig.prepare_ahead``)."""
-        if not self.prepares_ahead or self._closing:
-            return
-        previous, task = self._ahead, self.task
-        self._ahead = threading.Thread(
-            target=self._prepare_ahead, args=(previous, task), name="cudagym-prepare", daemon=True
-        )
-        self._ahead.start()
+    @property
+    def policy(self) -> IntegrityPolicy:
+        """The integrity policy (``EvalConfig.policy``) with the task set's hints applied."""
+        return self.config.policy.with_task_hints(self.task.metadata.extra.get("integrity_policy"))
 
-    def _prepare_ahead(self, previous: threading.Thread | None, task: Task) -> None:
-        """What the first compile, verify and profile of ``task`` would otherwise wait for: spare candidates,
-        the precompiled header, the reference process with the task loaded, the reference's torch.compile
-        (begun in the reference process's background, so that a first verify is served meanwhile), the input
-        verdict (``input_verdict``) and the baselines (timed by a thread of their own once torch.compile is built; a
-        profile waits for them). Stops early when the task changed or the evaluator closes."""
-        _AHEAD.active = True  # this thread prepares: it never waits for a preparation (its successor waits for it)
-        if previous is not None:
-            previous.join()
-        try:
-            if self._closing or self.task is not task:
-                return
-            self.ahead_marks, self._ahead_start = {}, time.monotonic()
-            self.pool.fill()
-            threading.Thread(target=self._prepare_header, name="cudagym-pch", daemon=True).start()
-            # the hold kernel's build (a second or two, once per cache): beside the reference, not in a timing slot
-            threading.Thread(target=lambda: self.timing, name="cudagym-hold", daemon=True).start()
-            ref = self.reference()
-            self._mark_ahead("reference_loaded")
-            if self._closing or self.task is not task:
-                return
-            if self._cached_baselines() is not None:
-                self.input_verdict()
-                self._mark_ahead("input_verdict")
-                return
-            key = f"ahead-{secrets.token_hex(4)}"  # its own name: a later preparation never reuses it
-            self._unchecked_inputs(ref, key)
-            if self.config.compile_baseline:  # in the reference's background: a first verify need not wait
-                slot = warmup_slot_env(self.backend, self.cache_dir).get(WARMUP_SLOT_ENV, "")
-                ref.call("compile_reference", key=key, background=True, slot=slot)
-            self._mark_ahead("compile_started")
-            self.input_verdict()  # served beside the compile, which runs in the reference's background
-            self._mark_ahead("input_verdict")
-            self._baselining = threading.Thread(
-                target=self._time_baselines_ahead, args=(ref, task, key), name="cudagym-baselines", daemon=True
-            )
-            self._baselining.start()
-        except Exception as exc:  # the stages start what is missing and report their own errors
-            self.ahead_error = f"{type(exc).__name__}: {exc}"
-            logger.warning("preparing %s ahead failed (the stages do it themselves): %s", task.id, self.ahead_error)
+    @property
+    def atol(self) -> float:
+        return self.config.atol if self.config.atol is not None else self.task.metadata.atol
 
-    def _mark_ahead(self, step: str) -> None:
-        self.ahead_marks[step] = round(time.monotonic() - self._ahead_start, 3)
+    @property
+    def rtol(self) -> float:
+        return self.config.rtol if self.config.rtol is not None else self.task.metadata.rtol
 
-    def _prepare_header(self) -> None:
-        """Builds the binding headers' precompiled header (once per toolchain, about 20 s on a fresh cache)
-        while the agent writes its first files; a compile that needs it meanwhile waits for this build."""
-        try:
-            self.builder.precompiled_header()
-        except Exception as exc:  # the compile builds it again and reports its own error
-            self.ahead_error = f"precompiled header: {type(exc).__name__}: {exc}"
-            logger.warning("building the precompiled header ahead failed (the compile tries again): %s", exc)
+    @property
+    def timing(self) -> TimingConfig:
+        """The timing settings sent to the children (``eval_config.resolve_timing``: ``config.timing`` with the
+        kernel that holds the GPU before each start event on cuda), resolved once."""
+        with self._timing_lock:
+            if self._timing is None:
+                nvcc = self.builder.toolchain.nvcc
+                self._timing = resolve_timing(self.config.timing, self.backend, self.cache_dir, nvcc)
+            return self._timing
 
-    def _unchecked_inputs(self, ref: ReferenceProcess, key: str, path: str = "") -> dict[str, Any]:
-        """A fresh input set ``key`` from a secret seed, kept in the reference (and written to ``path``); drawing it
-        runs the reference on the device, so never beside another environment's timing (the device's shared slot)."""
-        with self._shared_slot("inputs"):
-            return ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task", path=path)
-
-    def _join_ahead(self) -> None:
-        """Waits for the preparation ahead (the reference process serves one caller at a time)."""
-        ahead = self._ahead
-        if ahead is not None and not getattr(_AHEAD, "active", False):
-            ahead.join()
-
-    # -- compile -----------------------------------------------------------------------------------
-
-    def compile(self, workspace: Workspace) -> CompileResult:
-        """Builds kernels/ into cuda_extension; a single-file model_new.py (load_inline) is imported instead."""
-        self.pool.fill()  # torch imports while the compiler runs
-        start = time.monotonic()
-        gate = self._gate(workspace)
-        if gate is not None:
-            return CompileResult(stage=Stage.COMPILE, status=gate[0], message=gate[1], seconds=time.monotonic() - start)
-        if is_single_file(workspace):
-            return self._compile_single_file(workspace)
-        return self.builder.build(workspace)
+    @property
+    def baseline_cache(self) -> BaselineCache:
+        return BaselineCache(self.cache_dir, self.backend, self.builder.toolchain.torch_version, self.config.timing)
 
     def _child_env(self) -> dict[str, str]:
         """Environment additions for candidate processes. On the cpu backend they see no GPU, also on a
@@ -255,80 +174,6 @@ class LocalEvaluator:
             digits = self.backend.arch[3:]
             env["TORCH_CUDA_ARCH_LIST"] = f"{digits[:-1]}.{digits[-1]}"
         return env
-
-    def _compile_single_file(self, workspace: Workspace) -> CompileResult:
-        """Imports model_new.py in a candidate process; each of its load_inline/load calls is built by the trusted
-        builder as it comes (``cudagym.inline_build``), and the later stages are given those builds (by request key)."""
-        start = time.monotonic()
-        digest = single_file_digest(workspace, self.backend.arch)
-        if digest in self._inline_builds:
-            return CompileResult(
-                stage=Stage.COMPILE,
-                status=Status.OK,
-                cached=True,
-                build_hash=digest,
-                message="model_new.py is unchanged since it last built (cached).",
-            )
-        timeout = self.config.build.timeout_seconds
-        child = self.pool.start({"mode": "import", "workspace": str(workspace.path)})
-        builds, built = self._serve_inline_builds(child, workspace, start + timeout)
-        failed = next((result for result in built if not result.ok), None)
-        if failed is not None:
-            self.pool.discard(child)
-            return dataclasses.replace(failed, seconds=time.monotonic() - start)
-        finished, code = self.pool.finish(child, start + timeout)
-        status, message, _sig = classify(child, finished, code, timeout)
-        diagnostics = candidate_output(child, workspace, self.config.output_chars)
-        if status is not Status.OK:
-            return CompileResult(
-                stage=Stage.COMPILE,
-                status=Status.COMPILE_ERROR,
-                seconds=time.monotonic() - start,
-                message=f"Importing the single-file model_new.py failed: {message}",
-                diagnostics=diagnostics,
-            )
-        self._inline_builds[digest] = builds
-        names = ", ".join(Path(result.artifact or "").stem for result in built)
-        return CompileResult(
-            stage=Stage.COMPILE,
-            status=Status.OK,
-            seconds=time.monotonic() - start,
-            message=f"Imported the single-file model_new.py (built: {names or 'no load_inline call'}).",
-            diagnostics="\n".join(filter(None, [*(r.diagnostics for r in built), diagnostics])),
-            build_hash=digest,
-            cached=bool(built) and all(result.cached for result in built),
-            objects_compiled=sum(result.objects_compiled for result in built),
-            objects_reused=sum(result.objects_reused for result in built),
-            commands=tuple(command for result in built for command in result.commands),
-            kernels=tuple(kernel for result in built for kernel in result.kernels),
-        )
-
-    def _serve_inline_builds(
-        self, child: Child, workspace: Workspace, deadline: float
-    ) -> tuple[dict[str, str], list[CompileResult]]:
-        """Builds what the importing candidate asks for (``stage: build``) and answers it, until it is done, fails
-        or a build fails; returns (request key -> library, every build's result in order)."""
-        builds: dict[str, str] = {}
-        built: list[CompileResult] = []
-        while True:
-            message = child.receive(deadline)
-            if message is None or message.get("ok") is False or message.get("stage") == "done":
-                return builds, built
-            if message.get("stage") != "build":
-                continue
-            key, result = self.inline_builder.build(message.get("request"), workspace)
-            built.append(result)
-            if not result.ok:
-                return builds, built
-            builds[key] = str(result.artifact)
-            child.send({"artifact": result.artifact})
-
-    # -- helpers -----------------------------------------------------------------------------------
-
-    @property
-    def policy(self) -> IntegrityPolicy:
-        """The integrity policy (``EvalConfig.policy``) with the task set's hints applied."""
-        return self.config.policy.with_task_hints(self.task.metadata.extra.get("integrity_policy"))
 
     def _timing_slot(self, label: str, deadline: float | None = None) -> contextlib.AbstractContextManager[Any]:
         """Exclusive use of the device while timing: one timing job per GPU across the processes and
@@ -348,36 +193,10 @@ class LocalEvaluator:
         count = auto_slots(self.backend) if slots == "auto" else int(slots)
         return memory_slot(self.backend, self.cache_dir, count, timeout=max(1.0, deadline - time.monotonic()))
 
-    @property
-    def atol(self) -> float:
-        return self.config.atol if self.config.atol is not None else self.task.metadata.atol
-
-    @property
-    def rtol(self) -> float:
-        return self.config.rtol if self.config.rtol is not None else self.task.metadata.rtol
-
-    def input_verdict(self, deadline: float | None = None) -> InputVerdict:
-        """The input kinds verification draws and whether the task is degenerate (``cudagym/input_probe.py``): the
-        verdict stored in the cache, else probed now in the reference process (holding a memory slot and the device's
-        shared slot, like a check) and stored. Raises RuntimeError when the reference fails (a harness error)."""
-        task = self.task
-        key = verdict_key_for(task, self.backend.name, self.config)
-        verdict = self.verdicts.read(key)
-        if verdict is not None:
-            return verdict
-        deadline = deadline or time.monotonic() + self.config.verify_timeout
-        ref = self.reference()
-        if self._loaded_task != task.id:
-            raise RuntimeError(f"the task changed while its inputs were probed ({task.id})")
-        with self._memory_slot(deadline), self._shared_slot("input probe", deadline):
-            verdict = probe_verdict(ref, declared_kinds(task, self.config), self.atol, self.rtol)
-        self.verdicts.write(key, verdict, task.id)
-        return verdict
-
     def reference(self) -> ReferenceProcess:
         """The reference process, started on first use and (re)loaded with the current task."""
-        self._join_ahead()
-        if self._closing and getattr(_AHEAD, "active", False):
+        preparation.join(self)
+        if self._closing and preparation.preparing():
             raise RuntimeError("the evaluator is closing")
         task = self.task  # one snapshot: ``retarget`` may switch tasks while a preparation ahead loads
         if self._reference is None or not self._reference.alive:
@@ -407,640 +226,76 @@ class LocalEvaluator:
             self._loaded_task = task.id
         return self._reference
 
-    def _roofline(self, ref: ReferenceProcess, candidate_ms: float, moved_bytes: int) -> IntegrityFinding:
-        """The speed-of-light bound. A GPU's bandwidth is read from its properties; a host's was measured at load,
-        which a busy host or a task whose data fits in the caches makes too low, so a cpu profile that would fail
-        is judged again on a bandwidth the reference process measures now for the task's working set."""
-        finding = runtime.within_roofline(candidate_ms, moved_bytes, self._peak_bandwidth)
-        if finding.passed or self.backend.is_cuda:
-            return finding
-        try:
-            fresh = ref.call("host_bandwidth", nbytes=moved_bytes)["bytes_per_s"]
-        except RuntimeError as exc:
-            logger.warning("the host's bandwidth could not be measured again: %s", exc)
-            return finding
-        return runtime.within_roofline(candidate_ms, moved_bytes, max(fresh, self._peak_bandwidth or 0.0))
-
-    def _gate(self, workspace: Workspace) -> tuple[Status, str] | None:
-        """The checks that come before anything is built or run (``cudagym.compile_gate``): fixed files unchanged
-        (restored when not) and the static integrity checks. Returns (status, message) of the first failure, or
-        None; what it found stays for ``submit``'s findings (all of it this workspace's: an evaluator the machine
-        pool shares between sessions must not report one workspace's findings in another's submit)."""
-        outcome = check_workspace(workspace, self.policy)
-        self._tampered = outcome.tampered
-        self.last_static_findings = list(outcome.static_findings)
-        return outcome.failure
-
-    def _prechecks(self, workspace: Workspace, stage: Stage, cls: type) -> tuple[CompileResult | None, Any]:
-        """Compiles (cached when unchanged; the fixed-file and static checks come first); returns
-        (compiled, failure)."""
-        start = time.monotonic()
-        compiled = self.compile(workspace)
-        if not compiled.ok:
-            integrity = compiled.status is Status.INTEGRITY
-            return compiled, cls(
-                stage=stage,
-                status=compiled.status,
-                seconds=time.monotonic() - start,
-                message=compiled.message if integrity else "The build failed; call compile to see the diagnostics.",
-                stderr=compiled.diagnostics,
-            )
-        if not (workspace.path / "model_new.py").is_file():
-            return compiled, cls(
-                stage=stage,
-                status=Status.LOAD_ERROR,
-                seconds=time.monotonic() - start,
-                message="model_new.py does not exist; write it (it defines class ModelNew).",
-            )
-        return compiled, None
+    def input_verdict(self, deadline: float | None = None) -> InputVerdict:
+        """The input kinds verification draws and whether the task is degenerate (``cudagym/input_probe.py``): the
+        verdict stored in the cache, else probed now in the reference process (holding a memory slot and the device's
+        shared slot, like a check) and stored. Raises RuntimeError when the reference fails (a harness error)."""
+        task = self.task
+        key = verdict_key_for(task, self.backend.name, self.config)
+        verdict = self.verdicts.read(key)
+        if verdict is not None:
+            return verdict
+        deadline = deadline or time.monotonic() + self.config.verify_timeout
+        ref = self.reference()
+        if self._loaded_task != task.id:
+            raise RuntimeError(f"the task changed while its inputs were probed ({task.id})")
+        with self._memory_slot(deadline), self._shared_slot("input probe", deadline):
+            verdict = probe_verdict(ref, declared_kinds(task, self.config), self.atol, self.rtol)
+        self.verdicts.write(key, verdict, task.id)
+        return verdict
 
     def _job(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> dict[str, Any]:
-        """A serving candidate's job (its link to the clock is added by ``CandidateStage``); the weights travel as a
-        file in its private ``folder``."""
-        state = folder / "state.pt"
-        self.reference().call("export_state", path=str(state))
-        # None: a workspace-layout solution, whose kernels cudagym builds from its files (no load_inline served)
-        inline = self._inline_builds.get(compiled.build_hash or "", {}) if is_single_file(workspace) else None
-        return {
-            "mode": "serve",
-            "workspace": str(workspace.path),
-            "extension": compiled.artifact,
-            "inline_builds": inline,
-            "state_path": str(state),
-            "device": self.backend.device,
-            "dtype": self.task.metadata.dtype,
-            "threads": self.backend.threads,
-            "eval_mode": self._eval_mode,
-        }
+        """A serving candidate's job (``stages.candidates.job``); every candidate stage asks for it here."""
+        return candidates.job(self, workspace, compiled, folder)
 
-    def _stage(self, workspace: Workspace, compiled: CompileResult, deadline: float, *, refill: bool) -> CandidateStage:
-        """A candidate stage with this evaluator's pool and reference, timed by the reference's clock."""
-        timing = self.timing
-        return CandidateStage(
-            self.pool,
-            self.reference(),
-            lambda folder: self._job(workspace, compiled, folder),
-            deadline=deadline,
-            gpu_library=timing.gpu_library,
-            symbols_dir=str(self.cache_dir / "symbols"),
-            refill=refill,
-            hang_s=resolve_hang_seconds(self.config, self.backend),
-            device_slot=lambda label: self._shared_slot(label, deadline),
-        )
+    # -- the stages (``cudagym.stages``) --------------------------------------------------------------
 
-    # -- verify ------------------------------------------------------------------------------------
+    def compile(self, workspace: Workspace) -> CompileResult:
+        """Builds kernels/ into cuda_extension; a single-file model_new.py (load_inline) is imported instead."""
+        return compilation.compile_workspace(self, workspace)
 
     def verify(self, workspace: Workspace) -> VerifyResult:
         """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for determinism) in
         one candidate process; the reference process writes every input set, reads every output and compares."""
-        start = time.monotonic()
-        compiled, failure = self._prechecks(workspace, Stage.VERIFY, VerifyResult)
-        if failure is not None:
-            return failure
-        assert compiled is not None
-        key = candidate_key(workspace, compiled, self.task, self.backend, self.config)
-        known = self.memo.recall(key, Stage.VERIFY, time.monotonic() - start)
-        if known is not None:
-            return known
-        deadline = time.monotonic() + self.config.verify_timeout
-        phases = Phases(start)
-        phases.mark("prechecks")
-        reply: dict[str, Any] | None = None
-        candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
-        kinds: tuple[str, ...] = ()
-        plan: list[list[Any]] = []
-        try:
-            kinds = self.input_verdict(deadline).kinds
-            phases.mark("input_verdict")
-            with candidate_stage(self._stage(workspace, compiled, deadline, refill=True)) as stage:
-                phases.mark("reference")
-                with self._memory_slot(deadline):
-                    phases.mark("memory_slot")
-                    if stage.start():
-                        with self._shared_slot("calibration", deadline):
-                            calibrated = stage.calibrate()
-                        candidate_from = time.monotonic() if calibrated else None
-                        phases.mark("candidate_start")
-                        if calibrated and stage.await_ready():
-                            phases.mark("candidate_load")
-                            plan = [
-                                [secrets.randbits(62), kinds[i % len(kinds)]] for i in range(self.config.num_checks)
-                            ]
-                            with self._shared_slot("check", deadline):
-                                reply = stage.run(
-                                    "verify_candidate",
-                                    plan=plan,
-                                    repeat_first=self.config.check_determinism,
-                                    atol=self.atol,
-                                    rtol=self.rtol,
-                                    precision=self.policy.precision_mode(self.task.metadata.dtype),
-                                )
-                    phases.mark("checks")
-                    finished, code = stage.finish()
-                    phases.mark("candidate_exit")
-                child = stage.child
-                status, message, sig = classify(child, finished, code, self.config.verify_timeout, stage.silent)
-        except RuntimeError as exc:
-            return _harness_failure(VerifyResult, Stage.VERIFY, exc, start)
-        stderr = candidate_output(child, workspace, self.config.output_chars)
-        fault = self._cuda_fault(workspace, compiled, child, stderr) if status is not Status.OK else None
-        checks, findings = verify_outcome(reply, self.policy, self.config.check_determinism)
-        if checks:  # the precision policy, and whether every check met its float64 bound
-            ratios = [c.precision_ratio for c in checks]
-            detail = self.policy.precision_detail(self.task.metadata.dtype, ratios)
-            findings.append(IntegrityFinding("precision", all((r or 0.0) <= 1.0 for r in ratios), detail))
-        failed = next((c for c in checks if not c.passed), None)
-        broken = runtime.first_failure(findings)
-        if status is Status.OK and failed is not None:
-            status = Status.INVALID_OUTPUT if failed.problem and failed.max_abs_error is None else Status.MISMATCH
-            which = (
-                f"check {failed.index + 1} of {self.config.num_checks} ({KIND_NAMES.get(plan[failed.index][1], '?')})"
-                if failed.index < min(self.config.num_checks, len(plan))
-                else "the repeat of check 1 (same inputs again)"
-            )
-            message = f"Output mismatch on {which}: {describe_check(failed)}"
-        elif status is Status.OK and broken is not None:
-            status = Status.INTEGRITY
-            message = f"Integrity check '{broken.check}' failed: {broken.detail}"
-        elif status is Status.OK:
-            message = (
-                f"All {self.config.num_checks} checks passed (inputs: {', '.join(kinds)}; "
-                f"atol={self.atol:g}, rtol={self.rtol:g})"
-            ) + ("; the repeat of check 1 gave bitwise the same output." if self.config.check_determinism else ".")
-        result = VerifyResult(
-            stage=Stage.VERIFY,
-            status=status,
-            message=message,
-            seconds=time.monotonic() - start,
-            checks=tuple(checks),
-            atol=self.atol,
-            rtol=self.rtol,
-            input_kinds=kinds,
-            stderr=stderr,
-            signal=sig,
-            fault=fault,
-            integrity=tuple(findings),
-            phases=phases.items(),
-        )
-        own = deadline - candidate_from if candidate_from is not None else None
-        self.memo.remember(key, result, candidate_seconds=own, timeout=self.config.verify_timeout)
-        logger.info("verify %s: %s in %.1f s", self.task.id, status.value, result.seconds)
-        return result
+        return verification.verify(self, workspace)
 
-    # -- profile -----------------------------------------------------------------------------------
+    def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
+        """Times ModelNew on the reference process's clock (every call on fresh inputs, a random share of the calls
+        compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
+        torch, and re-validated by eager timed beside the candidate)."""
+        return profiling.profile(self, workspace, ncu=ncu)
 
-    @property
-    def timing(self) -> TimingConfig:
-        """The timing settings sent to the children (``eval_config.resolve_timing``: ``config.timing`` with the
-        kernel that holds the GPU before each start event on cuda), resolved once."""
-        with self._timing_lock:
-            if self._timing is None:
-                nvcc = self.builder.toolchain.nvcc
-                self._timing = resolve_timing(self.config.timing, self.backend, self.cache_dir, nvcc)
-            return self._timing
-
-    @property
-    def baseline_cache(self) -> BaselineCache:
-        return BaselineCache(self.cache_dir, self.backend, self.builder.toolchain.torch_version, self.config.timing)
-
-    def _cached_baselines(self, task: Task | None = None) -> dict[str, Any] | None:
-        """The cached baselines of ``task`` (default: the current one) when they hold every one this
-        configuration needs, else None."""
-        return self.baseline_cache.read(task or self.task, need_compile=self.config.compile_baseline)
+    def submit(self, workspace: Workspace) -> SubmitResult:
+        """Compile, verify and profile in turn; the tier and every stage's findings."""
+        return submission.submit(self, workspace)
 
     def baselines(
         self, key: str, *, ref: ReferenceProcess | None = None, task: Task | None = None, retime: bool = False
-    ) -> tuple[float, float | None, bool]:
+    ) -> Baselines:
         """(eager_ms, compile_ms, from_cache) of ``task`` (default: the current one), measured on the reference's
         input set ``key`` when not cached (or, with ``retime``, whatever the cache holds), each in the device's
         timing slot.
 
         compile_ms is None when ``EvalConfig.compile_baseline`` is off (tiers then stop at 2). ``ref``: the
         reference process to use as it is (the timing ahead, which must not wait for a preparation)."""
-        task = task or self.task
-        data = None if retime else self._cached_baselines(task)
-        if data is not None:
-            return self._from_cache(data)
-        timing = dataclasses.asdict(self.timing)
-        ref = ref or self.reference()
-        if self.config.compile_baseline:
-            # nothing is timed beside a compile: its code generation would stretch the timed calls
-            self._await_reference_compile(ref, task)
-            with self._shared_slot("reference compile"):  # its first call generates code and runs: never timed
-                ref.call("compile_reference", key=key)
-        self.pool.join_reapers()  # a used candidate still tearing down its CUDA context would disturb the timing
-        with self._timing_slot("baselines"):
-            data = None if retime else self._cached_baselines(task)  # another environment may have timed them
-            if data is not None:
-                return self._from_cache(data)
-            eager = ref.call("baseline", key=key, mode="eager", timing=timing)
-            compiled = None
-            if self.config.compile_baseline:
-                compiled = ref.call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
-        self.baseline_cache.write(task, eager["median_ms"], compiled, eager_spread=eager["spread"])
-        return eager["median_ms"], compiled, False
+        return baseline_times.baselines(self, key, ref=ref, task=task, retime=retime)
 
-    def _from_cache(self, data: dict[str, Any]) -> tuple[float, float | None, bool]:
-        """``baselines``' answer from a cache record."""
-        return data["eager_ms"], data["compile_ms"] if self.config.compile_baseline else None, True
+    def _cached_baselines(self, task: Task | None = None) -> dict[str, Any] | None:
+        """The cached baselines of ``task`` (default: the current one) when they hold every one this
+        configuration needs, else None."""
+        return baseline_times.cached(self, task)
 
-    def _await_reference_compile(self, ref: ReferenceProcess, task: Task) -> dict[str, Any]:
-        """Waits, without holding the reference process, until a torch.compile it runs in the background is
-        done (other threads' checks are served meanwhile), and returns its ``compile_done`` reply; raises when
-        the task changed or the evaluator closes."""
-        deadline = time.monotonic() + self.config.reference_timeout
-        while not (state := ref.call("compile_done"))["done"]:
-            if self._closing or self.task is not task:
-                raise RuntimeError("the task changed or the evaluator closed while torch.compile ran")
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"the reference's torch.compile took more than {self.config.reference_timeout:g} s")
-            time.sleep(COMPILE_POLL_S)
-        return state
+    def _roofline(self, ref: ReferenceProcess, candidate_ms: float, moved_bytes: int) -> IntegrityFinding:
+        """The speed-of-light bound of a profile (``stages.profiling.roofline``)."""
+        return profiling.roofline(self, ref, candidate_ms, moved_bytes)
 
-    def _time_baselines_ahead(self, ref: ReferenceProcess, task: Task, key: str) -> None:
-        """The baselines of ``task`` timed ahead, as soon as the reference's background compile is done, so
-        that a first profile that comes later finds them cached instead of timing them itself. Drops the input
-        set ``key`` when done."""
-        try:
-            if self.config.compile_baseline:
-                seconds = self._await_reference_compile(ref, task).get("seconds") or {}
-                done = time.monotonic() - self._ahead_start
-                if "build" in seconds:  # when its imports were there: then came the device's slot and the build
-                    after_imports = seconds["build"] + seconds.get("slot", 0.0)
-                    self.ahead_marks["compiler_imported"] = round(done - after_imports, 3)
-                self.ahead_marks["compile_done"] = round(done, 3)
-            self.baselines(key, ref=ref, task=task)
-            self._mark_ahead("baselines_timed")
-        except Exception as exc:  # the profile times what is missing and reports its own errors
-            if not self._closing and self.task is task:
-                self.ahead_error = f"baselines: {type(exc).__name__}: {exc}"
-                logger.warning("timing %s's baselines ahead failed (the profile times them): %s", task.id, exc)
-        finally:
-            if ref.alive and not self._closing:
-                try:
-                    ref.call("drop", key=key)
-                except RuntimeError as exc:
-                    self.ahead_error = f"baselines: dropping their inputs: {exc}"
-                    logger.warning("dropping the inputs of %s's baselines timed ahead failed: %s", task.id, exc)
-
-    def _profile_baselines(
-        self, ref: ReferenceProcess, deadline: float, timed: dict[str, Any] | None
-    ) -> tuple[BaselineVerdict, bool]:
-        """A profile's baselines, asked for once its candidate is timed: those being timed ahead, waited for outside
-        any memory slot (a first profile's candidate is timed while the reference still compiles), or else timed
-        now; then judged against eager timed beside the candidate (``stage_judgement.judge_baselines``) and timed
-        again when the cache proves stale. Returns the verdict and whether the times came from the cache."""
-        self._await_baselines_ahead(deadline)
-        data = self._cached_baselines()
-        if data is None:
-            eager_ms, compile_ms, _ = self._fresh_baselines(ref, deadline)
-            data = {"eager_ms": eager_ms, "compile_ms": compile_ms, "eager_spread": 0.0}
-            cached = False
-        else:
-            cached = True
-        timed = timed or {}
-        slowed = int(timed.get("clock_slowed", 0)) * 4 > max(1, int(timed.get("handshakes", 0)))
-        compile_ms = data["compile_ms"] if self.config.compile_baseline else None
-        verdict = judge_baselines(
-            data["eager_ms"],
-            compile_ms,
-            float(data.get("eager_spread") or 0.0),
-            list(timed.get("eager_ms", [])),
-            cuda=self.backend.is_cuda,
-            clock_slowed=slowed,
-        )
-        if timed.get("calibration_disturbed"):
-            detail = (
-                f"{verdict.detail}; the clock's calibration was never steady (calls {timed['calibration_disturbed']})"
-            )
-            verdict = dataclasses.replace(verdict, fair=False, detail=detail)
-        if verdict.retime:
-            eager_ms, compile_ms, _ = self._fresh_baselines(ref, deadline, retime=True)
-            verdict = dataclasses.replace(
-                verdict, eager_ms=eager_ms, compile_ms=compile_ms, detail=f"{verdict.detail}; timed again"
-            )
-            cached = False
-        return verdict, cached
-
-    def _fresh_baselines(
-        self, ref: ReferenceProcess, deadline: float, *, retime: bool = False
-    ) -> tuple[float, float | None, bool]:
-        """The baselines timed now on an input set of their own (``baselines``)."""
-        with self._memory_slot(deadline):
-            self._unchecked_inputs(ref, "baselines")
-            try:
-                return self.baselines("baselines", retime=retime)
-            finally:
-                ref.call("drop", key="baselines")
-
-    def _await_baselines_ahead(self, deadline: float) -> None:
-        """Waits for the baselines being timed ahead (a profile would otherwise time them a second time), until
-        ``deadline`` at most: past it the profile goes on and times whatever is still missing itself."""
-        thread = self._baselining
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=max(0.0, deadline - time.monotonic()))
-
-    def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
-        """Times ModelNew on the reference process's clock (every call on fresh inputs, a random share of the calls
-        compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
-        torch, and re-validated by eager timed beside the candidate)."""
-        start = time.monotonic()
-        compiled, failure = self._prechecks(workspace, Stage.PROFILE, ProfileResult)
-        if failure is not None:
-            return failure
-        assert compiled is not None
-        key = candidate_key(workspace, compiled, self.task, self.backend, self.config)
-        known = self.memo.recall(key, Stage.PROFILE, time.monotonic() - start)
-        if known is not None:
-            return known
-        deadline = time.monotonic() + self.config.profile_timeout
-        phases = Phases(start)
-        phases.mark("prechecks")
-        timed: dict[str, Any] | None = None
-        candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
-        try:
-            self.pool.join_reapers()  # no used candidate still tearing down its CUDA context on the device
-            # quiet device while timing: no successor starts (CUDA init) meanwhile
-            with candidate_stage(self._stage(workspace, compiled, deadline, refill=False)) as stage:
-                ref = stage.ref
-                phases.mark("reference")
-                with self._memory_slot(deadline):
-                    phases.mark("memory_slot")
-                    if stage.start():
-                        # the reference is the clock: a torch.compile in its background would hold its interpreter
-                        # between the clock's readings (and, on cpu, take the cores the timed calls run on)
-                        ref.call("await_compile")
-                        with self._timing_slot("calibration", deadline):
-                            calibrated = stage.calibrate()
-                        candidate_from = time.monotonic() if calibrated else None
-                        phases.mark("calibration")
-                        if calibrated and stage.await_ready():
-                            phases.mark("candidate_load")
-                            with self._timing_slot("candidate", deadline):
-                                timed = stage.run(
-                                    "time_candidate",
-                                    timing=dataclasses.asdict(self.timing),
-                                    atol=self.atol,
-                                    rtol=self.rtol,
-                                    precision=self.policy.precision_mode(self.task.metadata.dtype),
-                                )
-                            phases.mark("timing")
-                    finished, code = stage.finish()
-                    phases.mark("candidate_exit")
-                child = stage.child
-                status, message, sig = classify(child, finished, code, self.config.profile_timeout, stage.silent)
-                kernels = stage.kernels()
-                self.pool.fill()
-                ncu_text = self._ncu(workspace, compiled) if ncu else ""
-                if ncu:
-                    phases.mark("ncu")
-            verdict, cached = self._profile_baselines(ref, deadline, timed)
-            phases.mark("baselines")
-        except RuntimeError as exc:
-            return _harness_failure(ProfileResult, Stage.PROFILE, exc, start)
-        stderr = candidate_output(child, workspace, self.config.output_chars)
-        fault = self._cuda_fault(workspace, compiled, child, stderr) if status is not Status.OK else None
-        ok_timing = timed is not None and timed.get("median_ms") is not None
-        candidate_ms = timed["median_ms"] if ok_timing and timed else None
-        findings = timing_findings(timed, self.policy) if timed else []
-        if timed:  # the precision policy, and whether a failed timed call failed its float64 bound
-            ratio = check_result(timed["failure"]).precision_ratio if timed.get("failure") else None
-            detail = self.policy.precision_detail(self.task.metadata.dtype, [ratio] if ratio is not None else [])
-            findings.append(IntegrityFinding("precision", (ratio or 0.0) <= 1.0, detail))
-        miscalibrated = calibration_problem(timed) if timed else None
-        if candidate_ms is not None:
-            findings.append(runtime.own_kernels(kernels, self.backend.is_cuda, self.policy))
-            if miscalibrated is None:  # a figure the clock cannot vouch for is no evidence against the candidate
-                findings.append(self._roofline(ref, candidate_ms, stage.moved_bytes))
-        broken = runtime.first_failure(findings)
-        failed = (timed or {}).get("failure")
-        eager_ms, compile_ms = verdict.eager_ms, verdict.compile_ms
-        if status is Status.OK and failed is not None and failed.get("inputs_unchanged") is not False:
-            status = Status.MISMATCH
-            message = f"Wrong output on a timed call (fresh inputs): {describe_check(check_result(failed))}"
-        elif status is Status.OK and broken is not None:
-            status = Status.INTEGRITY
-            message = f"Integrity check '{broken.check}' failed: {broken.detail}"
-        elif status is Status.OK and miscalibrated is not None:
-            status, message = Status.HARNESS_ERROR, miscalibrated
-        elif status is Status.OK and candidate_ms is None:
-            status = Status.HARNESS_ERROR
-            message = "The timing gave no figure."
-        speedup_eager = eager_ms / candidate_ms if candidate_ms else None
-        speedup_compile = compile_ms / candidate_ms if candidate_ms and compile_ms else None
-        if status is Status.OK:
-            message = f"ModelNew {candidate_ms:.4g} ms | eager {eager_ms:.4g} ms ({speedup_eager:.3g}x) | " + (
-                f"torch.compile {compile_ms:.4g} ms ({speedup_compile:.3g}x)"
-                if compile_ms is not None
-                else "torch.compile not timed (compile_baseline=False)"
-            )
-            if not verdict.fair:
-                message += f" | not a fair figure ({verdict.detail}): profile again when the machine is quiet"
-        result = ProfileResult(
-            stage=Stage.PROFILE,
-            status=status,
-            message=message,
-            seconds=time.monotonic() - start,
-            candidate_ms=candidate_ms,
-            eager_ms=eager_ms,
-            compile_ms=compile_ms,
-            speedup_eager=speedup_eager,
-            speedup_compile=speedup_compile,
-            repetitions=timed["reps"] if ok_timing and timed else 0,
-            spread=timed["spread"] if ok_timing and timed else None,
-            kernels=tuple(KernelTime(k["name"], k["calls"], k["total_ms"], k["share"]) for k in kernels),
-            device=self.backend.device_name,
-            method=timed["method"] if ok_timing and timed else "",
-            baseline_cached=cached,
-            timing_fair=verdict.fair,
-            baseline_check=verdict.detail,
-            calls_per_handshake=int((timed or {}).get("calls_per_handshake", 0)),
-            checked_calls=int((timed or {}).get("checked_calls", 0)),
-            clock={
-                k: (timed or {}).get(k)
-                for k in (
-                    "calibration",
-                    "phases_us",
-                    "handshakes",
-                    "queued_handshakes",
-                    "clock_slowed",
-                    "clock_quickened",
-                    "calibration_disturbed",
-                    "times_ms",
-                    "run_time_us",
-                )
-            },
-            ncu=ncu_text,
-            stderr=stderr,
-            signal=sig,
-            fault=fault,
-            integrity=tuple(findings),
-            phases=phases.items(),
-        )
-        own = deadline - candidate_from if candidate_from is not None else None
-        self.memo.remember(key, result, candidate_seconds=own, timeout=self.config.profile_timeout)
-        logger.info(
-            "profile %s: %s in %.1f s (candidate %s ms, eager %s ms)",
-            self.task.id,
-            status.value,
-            result.seconds,
-            f"{candidate_ms:.4g}" if candidate_ms is not None else "n/a",
-            f"{eager_ms:.4g}" if eager_ms is not None else "n/a",
-        )
-        if not verdict.fair:
-            logger.warning("profile %s: the machine was busy, the speedups are the conservative ones", self.task.id)
-        return result
-
-    def _ncu(self, workspace: Workspace, compiled: CompileResult) -> str:
-        """Nsight Compute's speed-of-light and occupancy figures for the candidate's own kernels (a run of its own,
-        not timed: ncu needs the host's namespaces, so it gets no private exchange folder)."""
-        if not self.backend.is_cuda:
-            return "Nsight Compute needs the cuda backend."
-        tool = shutil.which("ncu")
-        if tool is None:
-            return "Nsight Compute (ncu) is not installed on this machine."
-        with tempfile.TemporaryDirectory(prefix="cudagym-ncu-", dir=exchange_dir()) as tmp:
-            return self._ncu_run(workspace, compiled, Path(tmp), tool)
-
-    def _ncu_run(self, workspace: Workspace, compiled: CompileResult, folder: Path, tool: str) -> str:
-        log = folder / "ncu.csv"
-        prefix = (
-            tool,
-            "--clock-control",
-            "none",
-            "--section",
-            "SpeedOfLight",
-            "--section",
-            "Occupancy",
-            "--csv",
-            "--page",
-            "details",
-            "--log-file",
-            str(log),
-            "--launch-count",
-            "40",
-        )
-        child, status, message = self._wrapped_run(workspace, compiled, folder, prefix, self.config.profile_timeout)
-        if status is not Status.OK:
-            return f"ncu run failed: {message}"
-        if not log.exists():
-            return "ncu produced no report: " + clean(child.output.text(), 1500)
-        return summarize_ncu(log.read_text(errors="replace"))
-
-    def _wrapped_run(
-        self, workspace: Workspace, compiled: CompileResult, folder: Path, prefix: tuple[str, ...], timeout: float
-    ) -> tuple[Child, Status, str]:
-        """One call of ModelNew on an input set of its own (drawn by the reference into ``folder``) in a candidate
-        started under ``prefix`` (a tool such as ncu or compute-sanitizer); untimed, unchecked."""
-        job = {**self._job(workspace, compiled, folder), "mode": "ncu", "inputs_file": str(folder / "ncu.pt")}
-        self._unchecked_inputs(self.reference(), "ncu", path=job["inputs_file"])
-        self.reference().call("drop", key="ncu")
-        child, finished, code = self.pool.run(job, timeout, prefix=prefix)
-        status, message, _ = classify(child, finished, code, timeout)
-        return child, status, message
-
-    # -- CUDA faults -------------------------------------------------------------------------------
-
-    def _cuda_fault(self, workspace: Workspace, compiled: CompileResult, child: Child, output: str) -> CudaFault | None:
-        """The CUDA fault the candidate's error or output names, with the build's kernels and, where
-        ``EvalConfig.fault_sanitizer`` allows it, compute-sanitizer's finding; None when it ran into none."""
-        errors = [str(m.get("error", {}).get("message", "")) for m in child.messages if m.get("ok") is False]
-        fault = next((f for f in map(find_cuda_fault, [*errors, output]) if f is not None), None)
-        if fault is None:
-            return None
-        kernels = tuple(dict.fromkeys(k.name for k in compiled.kernels))
-        report = self._sanitize(workspace, compiled) if sanitizes_faults(self.config, self.backend) else ""
-        return dataclasses.replace(fault, kernels=kernels, sanitizer=report)
-
-    def _sanitize(self, workspace: Workspace, compiled: CompileResult) -> str:
-        """compute-sanitizer's first finding on one call of the candidate (``cudagym.sanitizer``), or why none."""
-        tool = sanitizer.find_tool()
-        if tool is None:
-            return ""
-        try:
-            with tempfile.TemporaryDirectory(prefix="cudagym-sanitizer-", dir=exchange_dir()) as tmp:
-                folder = Path(tmp)
-                log = folder / "sanitizer.log"
-                prefix = sanitizer.command_prefix(tool, log)
-                deadline = time.monotonic() + sanitizer.TIMEOUT_S
-                with self._shared_slot("sanitizer", deadline):  # a GPU run: never beside another env's timing
-                    _, status, message = self._wrapped_run(workspace, compiled, folder, prefix, sanitizer.TIMEOUT_S)
-                report = log.read_text(errors="replace") if log.exists() else ""
-        except (OSError, RuntimeError) as exc:  # the fault is reported either way; its run is an extra
-            return f"compute-sanitizer could not run: {clean(str(exc), 300)}"
-        summary = sanitizer.summarize(clean(report, replace_paths={str(workspace.path): ""}))
-        if summary:
-            return summary
-        return f"compute-sanitizer found no error in its run ({status.value}: {message or 'one call'})"[:400]
-
-    # -- submit ------------------------------------------------------------------------------------
-
-    def submit(self, workspace: Workspace) -> SubmitResult:
-        start = time.monotonic()
-        compiled = self.compile(workspace)
-        verify = self.verify(workspace) if compiled.ok else None
-        correct = verify is not None and verify.ok
-        profile = self.profile(workspace) if correct else None
-        rejected = (Status.MISMATCH, Status.INTEGRITY)
-        tier = milestone_tier(correct and (profile is None or profile.status not in rejected), profile)
-        correct = correct and tier > 0
-        # known once a verify ran (it probes when the cache has no verdict); None when none ran and none is stored
-        verdict = self.verdicts.read(verdict_key_for(self.task, self.backend.name, self.config))
-        tier = min(tier, verdict.max_tier) if verdict is not None else tier
-        findings = [
-            IntegrityFinding(
-                "fixed_files_unchanged",
-                not self._tampered,
-                f"restored: {', '.join(self._tampered)}" if self._tampered else "",
-            ),
-            *getattr(self, "last_static_findings", ()),
-            *(verify.integrity if verify else ()),
-            *(profile.integrity if profile else ()),
-        ]
-        if profile is not None:
-            findings.append(
-                IntegrityFinding(
-                    "timed_output_rechecked",
-                    profile.status is not Status.MISMATCH,
-                    profile.message if profile.status is Status.MISMATCH else "",
-                )
-            )
-        failing = next((r for r in (compiled, verify, profile) if r is not None and not r.ok), None)
-        message = f"Tier {tier}. " + (failing.message if failing is not None and tier < 1 else "")
-        if verdict is not None and verdict.degenerate and tier > 0:
-            message += f"{verdict.describe()}: speed is not rewarded. "
-        if profile is not None and profile.ok:
-            message += profile.message
-        degenerate = verdict.degenerate if verdict is not None else None
-        status = Status.OK if tier > 0 else (failing.status if failing else Status.MISMATCH)
-        if failing is not None and failing.status is Status.HARNESS_ERROR:  # not the agent's doing: no tier to trust
-            status, tier, message = Status.HARNESS_ERROR, -1, f"Not evaluated: {failing.message}"
-        logger.info("submit %s: %s, tier %d", self.task.id, status.value, tier)
-        return SubmitResult(
-            stage=Stage.SUBMIT,
-            status=status,
-            message=message.strip(),
-            seconds=time.monotonic() - start,
-            tier=tier,
-            compiled=compiled.ok,
-            correct=correct,
-            # a degenerate task's speed proves nothing (a shortcut is fastest): the profile keeps the figures
-            speedup_eager=profile.speedup_eager if profile and not degenerate else None,
-            speedup_compile=profile.speedup_compile if profile and not degenerate else None,
-            timing_fair=profile.timing_fair if profile else True,
-            input_kinds=verdict.kinds if verdict is not None else (),
-            degenerate=degenerate,
-            compile=compiled,
-            verify=verify,
-            profile=profile,
-            integrity=merge_findings(findings),
-        )
+    # -- lifetime ------------------------------------------------------------------------------------
 
     def retarget(self, task: Task) -> None:
         """Switches to another task, keeping the processes (the reference reloads on its next use)."""
         if task.id != self.task.id:
             self.task = task  # the reference reloads on its next use (its loaded task differs)
-            self._start_ahead()
+            preparation.start(self)
 
     def process_ids(self) -> list[int]:
         """The processes this evaluator keeps running (its reference process, fork server and candidates): what the
@@ -1080,52 +335,3 @@ class LocalEvaluator:
             self._reference.close()
             self._reference = None
         self._closing = False
-
-
-def _harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> Any:
-    """A result saying that the evaluation machinery (not the agent's code) failed, with the reason."""
-    logger.warning("%s: the evaluation harness failed: %s", stage.value, exc)
-    return cls(
-        stage=stage,
-        status=Status.HARNESS_ERROR,
-        seconds=time.monotonic() - start,
-        message=f"The evaluation harness failed: {clean(str(exc), 1500)}",
-    )
-
-
-def is_single_file(workspace: Workspace) -> bool:
-    """A KernelBench-style solution: no kernel sources, everything (load_inline) inside model_new.py."""
-    return not workspace.kernel_sources() and (workspace.path / "model_new.py").is_file()
-
-
-def single_file_digest(workspace: Workspace, arch: str) -> str:
-    """What a single-file solution's build depends on: model_new.py, the workspace's other files (``load`` may read
-    them) and the device's architecture."""
-    files = sorted(workspace.writable_files())
-    return hashlib.sha256(
-        b"\0".join([arch.encode(), *(f"{p.relative_to(workspace.path)}".encode() + p.read_bytes() for p in files)])
-    ).hexdigest()[:16]
-
-
-def merge_findings(findings: list[IntegrityFinding]) -> tuple[IntegrityFinding, ...]:
-    """One finding per check, in first-seen order: the first failure when a stage failed it, else the first."""
-    merged: dict[str, IntegrityFinding] = {}
-    for finding in findings:
-        if finding.check not in merged or (merged[finding.check].passed and not finding.passed):
-            merged[finding.check] = finding
-    return tuple(merged.values())
-
-
-def describe_check(check: CheckResult) -> str:
-    """One line for the agent: what was wrong and where (never the whole reference output)."""
-    if check.problem and check.max_abs_error is None:
-        return check.problem
-    where = f" at index {list(check.worst_index)}" if check.worst_index is not None else ""
-    which = f"output {check.output}: " if check.output else ""  # a later output of a tuple (the first goes unnamed)
-    parts = [
-        f"{which}{check.mismatched} of {check.total} elements outside tolerance",
-        f"max abs error {check.max_abs_error:.4g}{where} (expected {check.expected:.6g}, got {check.actual:.6g})",
-    ]
-    if check.problem:
-        parts.append(check.problem)
-    return "; ".join(parts)

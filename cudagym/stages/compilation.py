@@ -1,0 +1,128 @@
+"""The compile stage: the gate (fixed files restored, static integrity checks), then the workspace layout built by the
+trusted builder, or a single-file ``model_new.py`` imported in a candidate process while the trusted side builds
+each of its ``load_inline`` calls (``cudagym.inline_build``). Its result: ``CompileResult``."""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cudagym.candidate_pool import candidate_output, classify
+from cudagym.compile_gate import check_workspace
+from cudagym.results import CompileResult, Stage, Status
+from cudagym.sandbox import Child
+from cudagym.workspace import Workspace
+
+if TYPE_CHECKING:
+    from cudagym.evaluator import LocalEvaluator
+
+
+def compile_workspace(ev: LocalEvaluator, workspace: Workspace) -> CompileResult:
+    """Builds kernels/ into cuda_extension; a single-file model_new.py (load_inline) is imported instead."""
+    ev.pool.fill()  # torch imports while the compiler runs
+    start = time.monotonic()
+    failure = gate(ev, workspace)
+    if failure is not None:
+        return CompileResult(
+            stage=Stage.COMPILE, status=failure[0], message=failure[1], seconds=time.monotonic() - start
+        )
+    if is_single_file(workspace):
+        return compile_single_file(ev, workspace)
+    return ev.builder.build(workspace)
+
+
+def gate(ev: LocalEvaluator, workspace: Workspace) -> tuple[Status, str] | None:
+    """The checks that come before anything is built or run (``cudagym.compile_gate``): fixed files unchanged
+    (restored when not) and the static integrity checks. Returns (status, message) of the first failure, or
+    None; what it found stays on the evaluator for ``submit``'s findings (all of it this workspace's: an evaluator
+    the machine pool shares between sessions must not report one workspace's findings in another's submit)."""
+    outcome = check_workspace(workspace, ev.policy)
+    ev._tampered = outcome.tampered
+    ev.last_static_findings = list(outcome.static_findings)
+    return outcome.failure
+
+
+def compile_single_file(ev: LocalEvaluator, workspace: Workspace) -> CompileResult:
+    """Imports model_new.py in a candidate process; each of its load_inline/load calls is built by the trusted
+    builder as it comes (``cudagym.inline_build``), and the later stages are given those builds (by request key)."""
+    start = time.monotonic()
+    digest = single_file_digest(workspace, ev.backend.arch)
+    if digest in ev._inline_builds:
+        return CompileResult(
+            stage=Stage.COMPILE,
+            status=Status.OK,
+            cached=True,
+            build_hash=digest,
+            message="model_new.py is unchanged since it last built (cached).",
+        )
+    timeout = ev.config.build.timeout_seconds
+    child = ev.pool.start({"mode": "import", "workspace": str(workspace.path)})
+    builds, built = serve_inline_builds(ev, child, workspace, start + timeout)
+    failed = next((result for result in built if not result.ok), None)
+    if failed is not None:
+        ev.pool.discard(child)
+        return dataclasses.replace(failed, seconds=time.monotonic() - start)
+    finished, code = ev.pool.finish(child, start + timeout)
+    status, message, _sig = classify(child, finished, code, timeout)
+    diagnostics = candidate_output(child, workspace, ev.config.output_chars)
+    if status is not Status.OK:
+        return CompileResult(
+            stage=Stage.COMPILE,
+            status=Status.COMPILE_ERROR,
+            seconds=time.monotonic() - start,
+            message=f"Importing the single-file model_new.py failed: {message}",
+            diagnostics=diagnostics,
+        )
+    ev._inline_builds[digest] = builds
+    names = ", ".join(Path(result.artifact or "").stem for result in built)
+    return CompileResult(
+        stage=Stage.COMPILE,
+        status=Status.OK,
+        seconds=time.monotonic() - start,
+        message=f"Imported the single-file model_new.py (built: {names or 'no load_inline call'}).",
+        diagnostics="\n".join(filter(None, [*(r.diagnostics for r in built), diagnostics])),
+        build_hash=digest,
+        cached=bool(built) and all(result.cached for result in built),
+        objects_compiled=sum(result.objects_compiled for result in built),
+        objects_reused=sum(result.objects_reused for result in built),
+        commands=tuple(command for result in built for command in result.commands),
+        kernels=tuple(kernel for result in built for kernel in result.kernels),
+    )
+
+
+def serve_inline_builds(
+    ev: LocalEvaluator, child: Child, workspace: Workspace, deadline: float
+) -> tuple[dict[str, str], list[CompileResult]]:
+    """Builds what the importing candidate asks for (``stage: build``) and answers it, until it is done, fails
+    or a build fails; returns (request key -> library, every build's result in order)."""
+    builds: dict[str, str] = {}
+    built: list[CompileResult] = []
+    while True:
+        message = child.receive(deadline)
+        if message is None or message.get("ok") is False or message.get("stage") == "done":
+            return builds, built
+        if message.get("stage") != "build":
+            continue
+        key, result = ev.inline_builder.build(message.get("request"), workspace)
+        built.append(result)
+        if not result.ok:
+            return builds, built
+        builds[key] = str(result.artifact)
+        child.send({"artifact": result.artifact})
+
+
+def is_single_file(workspace: Workspace) -> bool:
+    """A KernelBench-style solution: no kernel sources, everything (load_inline) inside model_new.py."""
+    return not workspace.kernel_sources() and (workspace.path / "model_new.py").is_file()
+
+
+def single_file_digest(workspace: Workspace, arch: str) -> str:
+    """What a single-file solution's build depends on: model_new.py, the workspace's other files (``load`` may read
+    them) and the device's architecture."""
+    files = sorted(workspace.writable_files())
+    return hashlib.sha256(
+        b"\0".join([arch.encode(), *(f"{p.relative_to(workspace.path)}".encode() + p.read_bytes() for p in files)])
+    ).hexdigest()[:16]

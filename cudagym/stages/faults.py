@@ -1,0 +1,59 @@
+"""A CUDA fault a candidate stage ran into (``cudagym.fault_text``), with the build's kernels and, where
+``EvalConfig.fault_sanitizer`` allows it, compute-sanitizer's first finding on one call of the candidate
+(``cudagym.sanitizer``). Its result: ``results.CudaFault``."""
+
+from __future__ import annotations
+
+import dataclasses
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from cudagym import sanitizer
+from cudagym.eval_config import sanitizes_faults
+from cudagym.fault_text import find_cuda_fault
+from cudagym.results import CompileResult, CudaFault
+from cudagym.sandbox import Child, exchange_dir
+from cudagym.stages.wrapped import wrapped_run
+from cudagym.text import clean
+from cudagym.workspace import Workspace
+
+if TYPE_CHECKING:
+    from cudagym.evaluator import LocalEvaluator
+
+
+def cuda_fault(
+    ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult, child: Child, output: str
+) -> CudaFault | None:
+    """The CUDA fault the candidate's error or output names, with the build's kernels and, where
+    ``EvalConfig.fault_sanitizer`` allows it, compute-sanitizer's finding; None when it ran into none."""
+    errors = [str(m.get("error", {}).get("message", "")) for m in child.messages if m.get("ok") is False]
+    fault = next((f for f in map(find_cuda_fault, [*errors, output]) if f is not None), None)
+    if fault is None:
+        return None
+    kernels = tuple(dict.fromkeys(k.name for k in compiled.kernels))
+    report = sanitize(ev, workspace, compiled) if sanitizes_faults(ev.config, ev.backend) else ""
+    return dataclasses.replace(fault, kernels=kernels, sanitizer=report)
+
+
+def sanitize(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult) -> str:
+    """compute-sanitizer's first finding on one call of the candidate (``cudagym.sanitizer``), or why none."""
+    tool = sanitizer.find_tool()
+    if tool is None:
+        return ""
+    try:
+        with tempfile.TemporaryDirectory(prefix="cudagym-sanitizer-", dir=exchange_dir()) as tmp:
+            folder = Path(tmp)
+            log = folder / "sanitizer.log"
+            prefix = sanitizer.command_prefix(tool, log)
+            deadline = time.monotonic() + sanitizer.TIMEOUT_S
+            with ev._shared_slot("sanitizer", deadline):  # a GPU run: never beside another env's timing
+                _, status, message = wrapped_run(ev, workspace, compiled, folder, prefix, sanitizer.TIMEOUT_S)
+            report = log.read_text(errors="replace") if log.exists() else ""
+    except (OSError, RuntimeError) as exc:  # the fault is reported either way; its run is an extra
+        return f"compute-sanitizer could not run: {clean(str(exc), 300)}"
+    summary = sanitizer.summarize(clean(report, replace_paths={str(workspace.path): ""}))
+    if summary:
+        return summary
+    return f"compute-sanitizer found no error in its run ({status.value}: {message or 'one call'})"[:400]
