@@ -114,17 +114,20 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
             step("write_file", path=kernel, content=files[kernel] + edit)
             began = time.time()
             row: dict[str, Any] = {"start": began}
+            said = ""  # what the first stage that failed said
             for stage in STAGES:
                 t = time.perf_counter()
                 result = step(stage)["result"]
                 row[f"{stage}_s"] = time.perf_counter() - t
                 row[stage] = result["status"]
+                if result["status"] != "ok" and not said:
+                    said = f"{stage} {result['status']}: {result.get('message', '')[:300]}"
             row.update(
                 end=time.time(),
                 ok=all(row[s] == "ok" for s in STAGES),
                 candidate_ms=result.get("candidate_ms"),
                 speedup_eager=result.get("speedup_eager"),
-                message="" if result["status"] == "ok" else result.get("message", "")[:300],
+                message=said,
             )
             cycles.append(row)
         queue.put({"index": index, "task": task_id, "cycles": cycles, "rss_mb": [setup_rss, resident_mb(os.getpid())]})
@@ -340,6 +343,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             for error in level["errors"]:
                 print(error, file=sys.stderr)
+            for failure in level["failures"]:  # what a failed cycle's stage said (the first few)
+                print(f"  failed cycle: {failure}", flush=True)
     finally:
         if server is not None:
             server.terminate()

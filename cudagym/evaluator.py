@@ -112,7 +112,6 @@ class LocalEvaluator:
         # single-file solutions compiled: their digest -> (load_inline request key -> library built for it)
         self._inline_builds: dict[str, dict[str, str]] = {}
         self._peak_bandwidth: float | None = None
-        self._tampered: tuple[str, ...] = ()
         self._timing: TimingConfig | None = None  # ``config.timing`` with the hold kernel (``timing``)
         self._timing_lock = threading.Lock()
         # where the children read (and the trusted ones write) imported modules' bytecode; None: the installation's
@@ -125,7 +124,6 @@ class LocalEvaluator:
         self.pool = CandidatePool(
             backend, self.config.limits, self.config.prestart, self._child_env(), fork_server=self.config.fork_server
         )
-        self.last_static_findings: list[IntegrityFinding] = []  # one per static check, from the last precheck
         # timeouts and crashes of candidates, by content: unchanged files are not run into them again
         self.memo = FailureMemo()
         preparation.start(self)  # the task prepared ahead (``cudagym.stages.preparation``)

@@ -98,6 +98,8 @@ class CompileResult(StageResult):
     artifact: str = ""  # path of the built extension (empty on failure); internal, not for the agent
     build_hash: str = ""  # content hash of the build inputs
     kernels: tuple[KernelResources, ...] = ()  # per-kernel resources (cuda backend)
+    # the gate's checks before anything was built (``cudagym.compile_gate``): fixed files unchanged, the static ones
+    integrity: tuple[IntegrityFinding, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

@@ -12,15 +12,14 @@ instead (:meth:`CompileLane.takes` says which).
 from __future__ import annotations
 
 import threading
-import time
 from pathlib import Path
 
 from cudagym.backends import Backend
 from cudagym.build import Builder
-from cudagym.compile_gate import check_workspace
+from cudagym.compile_gate import gated_build
 from cudagym.evaluator import is_single_file
 from cudagym.pool.jobs import JobStage, PoolJob
-from cudagym.results import CompileResult, Stage
+from cudagym.results import CompileResult
 
 
 class CompileLane:
@@ -45,10 +44,5 @@ class CompileLane:
 
     def run(self, job: PoolJob) -> CompileResult:
         """The gate, then the build (cached by content, so a later verify of the same files finds it built)."""
-        start = time.monotonic()
         policy = job.config.policy.with_task_hints(job.task.metadata.extra.get("integrity_policy"))
-        gate = check_workspace(job.workspace, policy)
-        if gate.failure is not None:
-            status, message = gate.failure
-            return CompileResult(stage=Stage.COMPILE, status=status, message=message, seconds=time.monotonic() - start)
-        return self._builder(job).build(job.workspace)
+        return gated_build(job.workspace, policy, lambda: self._builder(job).build(job.workspace))

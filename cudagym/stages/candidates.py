@@ -23,11 +23,13 @@ if TYPE_CHECKING:
 logger = logging.getLogger("cudagym.evaluator")
 
 
-def prechecks(ev: LocalEvaluator, workspace: Workspace, stage: Stage, cls: type) -> tuple[CompileResult | None, Any]:
-    """Compiles (cached when unchanged; the fixed-file and static checks come first); returns
-    (compiled, failure)."""
+def prechecks(
+    ev: LocalEvaluator, workspace: Workspace, stage: Stage, cls: type, compiled: CompileResult | None = None
+) -> tuple[CompileResult | None, Any]:
+    """Compiles (cached when unchanged; the fixed-file and static checks come first) unless ``compiled`` is this
+    workspace's compile of the moment (a submit's, with no agent action since); returns (compiled, failure)."""
     start = time.monotonic()
-    compiled = ev.compile(workspace)
+    compiled = compiled if compiled is not None else ev.compile(workspace)
     if not compiled.ok:
         integrity = compiled.status is Status.INTEGRITY
         return compiled, cls(

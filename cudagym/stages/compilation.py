@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudagym.candidate_pool import candidate_output, classify
-from cudagym.compile_gate import check_workspace
+from cudagym.compile_gate import gated_build
 from cudagym.results import CompileResult, Stage, Status
 from cudagym.sandbox import Child
 from cudagym.workspace import Workspace
@@ -23,26 +23,11 @@ if TYPE_CHECKING:
 def compile_workspace(ev: LocalEvaluator, workspace: Workspace) -> CompileResult:
     """Builds kernels/ into cuda_extension; a single-file model_new.py (load_inline) is imported instead."""
     ev.pool.fill()  # torch imports while the compiler runs
-    start = time.monotonic()
-    failure = gate(ev, workspace)
-    if failure is not None:
-        return CompileResult(
-            stage=Stage.COMPILE, status=failure[0], message=failure[1], seconds=time.monotonic() - start
-        )
-    if is_single_file(workspace):
-        return compile_single_file(ev, workspace)
-    return ev.builder.build(workspace)
 
+    def build() -> CompileResult:
+        return compile_single_file(ev, workspace) if is_single_file(workspace) else ev.builder.build(workspace)
 
-def gate(ev: LocalEvaluator, workspace: Workspace) -> tuple[Status, str] | None:
-    """The checks that come before anything is built or run (``cudagym.compile_gate``): fixed files unchanged
-    (restored when not) and the static integrity checks. Returns (status, message) of the first failure, or
-    None; what it found stays on the evaluator for ``submit``'s findings (all of it this workspace's: an evaluator
-    the machine pool shares between sessions must not report one workspace's findings in another's submit)."""
-    outcome = check_workspace(workspace, ev.policy)
-    ev._tampered = outcome.tampered
-    ev.last_static_findings = list(outcome.static_findings)
-    return outcome.failure
+    return gated_build(workspace, ev.policy, build)
 
 
 def compile_single_file(ev: LocalEvaluator, workspace: Workspace) -> CompileResult:

@@ -14,7 +14,7 @@ from cudagym.candidate_pool import Phases, candidate_output, classify
 from cudagym.candidate_stage import candidate_stage
 from cudagym.integrity import runtime
 from cudagym.reference_process import ReferenceProcess
-from cudagym.results import IntegrityFinding, KernelTime, ProfileResult, Stage, Status
+from cudagym.results import CompileResult, IntegrityFinding, KernelTime, ProfileResult, Stage, Status
 from cudagym.stage_judgement import calibration_problem, check_result, timing_findings
 from cudagym.stage_memo import candidate_key
 from cudagym.stages import baselines, faults, wrapped
@@ -40,12 +40,14 @@ CLOCK_FIELDS = (
 )
 
 
-def profile(ev: LocalEvaluator, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
+def profile(
+    ev: LocalEvaluator, workspace: Workspace, *, ncu: bool = False, compiled: CompileResult | None = None
+) -> ProfileResult:
     """Times ModelNew on the reference process's clock (every call on fresh inputs, a random share of the calls
     compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
     torch, and re-validated by eager timed beside the candidate)."""
     start = time.monotonic()
-    compiled, failure = prechecks(ev, workspace, Stage.PROFILE, ProfileResult)
+    compiled, failure = prechecks(ev, workspace, Stage.PROFILE, ProfileResult, compiled)
     if failure is not None:
         return failure
     assert compiled is not None

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from cudagym.input_probe import verdict_key_for
 from cudagym.results import IntegrityFinding, Stage, Status, SubmitResult, milestone_tier
+from cudagym.stages import profiling, verification
 from cudagym.workspace import Workspace
 
 if TYPE_CHECKING:
@@ -22,10 +23,10 @@ def submit(ev: LocalEvaluator, workspace: Workspace) -> SubmitResult:
     """Compiles, verifies and profiles ``workspace`` in turn (each stage only when the one before passed) and gives
     the tier; a harness error in any stage makes the submit one (no tier to trust)."""
     start = time.monotonic()
-    compiled = ev.compile(workspace)
-    verify = ev.verify(workspace) if compiled.ok else None
+    compiled = ev.compile(workspace)  # the gate once: the later stages take this compile (nothing changed since)
+    verify = verification.verify(ev, workspace, compiled) if compiled.ok else None
     correct = verify is not None and verify.ok
-    profile = ev.profile(workspace) if correct else None
+    profile = profiling.profile(ev, workspace, compiled=compiled) if correct else None
     rejected = (Status.MISMATCH, Status.INTEGRITY)
     tier = milestone_tier(correct and (profile is None or profile.status not in rejected), profile)
     correct = correct and tier > 0
@@ -33,12 +34,7 @@ def submit(ev: LocalEvaluator, workspace: Workspace) -> SubmitResult:
     verdict = ev.verdicts.read(verdict_key_for(ev.task, ev.backend.name, ev.config))
     tier = min(tier, verdict.max_tier) if verdict is not None else tier
     findings = [
-        IntegrityFinding(
-            "fixed_files_unchanged",
-            not ev._tampered,
-            f"restored: {', '.join(ev._tampered)}" if ev._tampered else "",
-        ),
-        *getattr(ev, "last_static_findings", ()),
+        *compiled.integrity,
         *(verify.integrity if verify else ()),
         *(profile.integrity if profile else ()),
     ]

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from cudagym.candidate_pool import Phases, candidate_output, classify
 from cudagym.candidate_stage import candidate_stage
 from cudagym.integrity import runtime
-from cudagym.results import CheckResult, IntegrityFinding, Stage, Status, VerifyResult
+from cudagym.results import CheckResult, CompileResult, IntegrityFinding, Stage, Status, VerifyResult
 from cudagym.stage_judgement import verify_outcome
 from cudagym.stage_memo import candidate_key
 from cudagym.stages import faults
@@ -26,11 +26,11 @@ if TYPE_CHECKING:
 logger = logging.getLogger("cudagym.evaluator")
 
 
-def verify(ev: LocalEvaluator, workspace: Workspace) -> VerifyResult:
+def verify(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult | None = None) -> VerifyResult:
     """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for determinism) in
     one candidate process; the reference process writes every input set, reads every output and compares."""
     start = time.monotonic()
-    compiled, failure = prechecks(ev, workspace, Stage.VERIFY, VerifyResult)
+    compiled, failure = prechecks(ev, workspace, Stage.VERIFY, VerifyResult, compiled)
     if failure is not None:
         return failure
     assert compiled is not None

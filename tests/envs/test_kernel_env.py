@@ -7,6 +7,7 @@ import json
 import logging
 import os
 import string
+from typing import Any
 
 import gymnasium as gym
 import pytest
@@ -14,7 +15,9 @@ from cudagym_testing import RELU, relu_solution, resource_warnings_as_errors, wr
 from gymnasium.utils.env_checker import check_env
 
 import cudagym  # noqa: F401
+from cudagym import compile_gate
 from cudagym.baselines import tool_call
+from cudagym.compile_gate import check_workspace
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
 
@@ -42,15 +45,26 @@ def test_reset_is_deterministic_and_selectable(env: CudaKernelEnv) -> None:
     assert env.observation_space.contains(obs)
 
 
-def test_correct_episode_reaches_a_positive_tier(fast_config: EvalConfig, caplog: pytest.LogCaptureFixture) -> None:
+def test_correct_episode_reaches_a_positive_tier(
+    fast_config: EvalConfig, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A whole compile-verify-profile-submit episode, which leaves no pipe or file unclosed (ResourceWarning) and
-    logs each stage's outcome (at INFO; a build found in the cache at DEBUG)."""
+    logs each stage's outcome (at INFO; a build found in the cache at DEBUG). Every stage passes the gate before the
+    build once: a submit too, whose verify and profile take its compile."""
+    gates: list[str] = []
+
+    def counted(workspace: Any, policy: Any) -> Any:
+        gates.append("gate")
+        return check_workspace(workspace, policy)
+
+    monkeypatch.setattr(compile_gate, "check_workspace", counted)
     with resource_warnings_as_errors(), caplog.at_level(logging.DEBUG, logger="cudagym"):
         env = CudaKernelEnv(backend="cpu", eval_config=fast_config, max_turns=50)
         try:
             _play_the_correct_episode(env)
         finally:
             env.close()
+    assert len(gates) == 4  # compile, verify, profile: one each; submit: one for its three stages
     outcomes = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
     for prefix in (f"verify {RELU}: ok in", f"profile {RELU}: ok in", f"submit {RELU}: ok, tier"):
         assert any(message.startswith(prefix) for message in outcomes), (prefix, outcomes)
