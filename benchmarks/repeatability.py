@@ -24,6 +24,7 @@ from cudagym.build import default_cache_dir
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
 from cudagym.tasks import load
+from cudagym.tuning import Tuning
 
 
 def inside_call(times: list[float]) -> tuple[float | None, float | None]:
@@ -50,12 +51,11 @@ def main() -> None:
     parser.add_argument(
         "--prestart",
         type=int,
-        default=EvalConfig.prestart,
-        help="EvalConfig.prestart: candidates kept started ahead (0: none warms up while another is timed)",
+        help="Tuning.prestart: candidates kept started ahead (0: none warms up while another is timed; default: auto)",
     )
     parser.add_argument("--pause", type=float, default=0.0, help="seconds between profile calls (default 0)")
     args = parser.parse_args()
-    config = EvalConfig(prestart=args.prestart)
+    config = EvalConfig(tuning=Tuning(prestart="auto" if args.prestart is None else args.prestart))
     env = CudaKernelEnv(backend=args.backend, eval_config=config)
     ids = args.task or [t.id for t in load("builtin") if env.backend.name in t.solutions]
     table = []
@@ -98,7 +98,7 @@ def main() -> None:
         env.close()
     print(
         f"\nDevice: {env.backend.device_name}; {args.repeats} profile calls per task; "
-        f"{args.pause:g} s between calls; prestart {args.prestart}\n"
+        f"{args.pause:g} s between calls; prestart {args.prestart if args.prestart is not None else 'auto'}\n"
     )
     print(
         "| task | median candidate ms | speedup vs eager (min-max) | spread | speedup vs compile (min-max) | spread |"

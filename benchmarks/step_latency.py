@@ -337,6 +337,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     from cudagym.eval_config import resolve_bytecode
     from cudagym.evaluator import EvalConfig
     from cudagym.tasks import load
+    from cudagym.tuning import Tuning
     from cudagym.workspace import TEMPLATES
 
     backend = resolve_backend(args.backend)
@@ -352,15 +353,13 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     try:
         if "cudagym" in args.variants:
             first = "cudagym first" if args.cache_dir else "cudagym cold"
-            config = EvalConfig()
-            if args.prestart is not None:
-                config = dataclasses.replace(config, prestart=args.prestart)
-            if args.fork_server != "auto":
-                config = dataclasses.replace(config, fork_server=args.fork_server == "on")
-            if args.prepare_ahead != "auto":
-                config = dataclasses.replace(config, prepare_ahead=args.prepare_ahead == "on")
-            if args.preload_compiler != "auto":
-                config = dataclasses.replace(config, preload_compiler=args.preload_compiler == "on")
+            tuning = Tuning(
+                prestart="auto" if args.prestart is None else args.prestart,
+                fork_server=args.fork_server != "off",
+                prepare_ahead="auto" if args.prepare_ahead == "auto" else args.prepare_ahead == "on",
+                preload_compiler="auto" if args.preload_compiler == "auto" else args.preload_compiler == "on",
+            )
+            config = EvalConfig(tuning=tuning)
             pch_template = scratch / "pch-template"  # built once, copied into each cold run's empty cache
             if args.pch_ready:
                 start = time.perf_counter()
@@ -380,7 +379,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             for run_index in range(runs):
                 # the settings take turns, the first of them last (the warm cycles follow the last cold run)
                 setting = settings[(runs - 1 - run_index) % len(settings)]
-                run_config = dataclasses.replace(config, bytecode_cache=bytecode.SETTINGS[setting])
+                run_config = dataclasses.replace(
+                    config, tuning=dataclasses.replace(tuning, bytecode_cache=bytecode.SETTINGS[setting])
+                )
                 label = f"{first} (bytecode {setting})" if len(settings) > 1 else first
                 cache_dir = Path(args.cache_dir) if args.cache_dir else scratch / f"cache-{run_index}"
                 if (pch_template / "pch").is_dir() and not args.cache_dir:
@@ -497,18 +498,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stage-timeout", type=float, default=900.0, help="seconds per naive stage process")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--stage", choices=STAGES, help=argparse.SUPPRESS)  # a naive stage's own process
-    parser.add_argument("--prestart", type=int, help="candidate processes kept started ahead (EvalConfig.prestart)")
+    parser.add_argument("--prestart", type=int, help="candidate processes kept started ahead (Tuning.prestart)")
     parser.add_argument(
-        "--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server (auto: on)"
+        "--fork-server", default="auto", choices=("auto", "on", "off"), help="Tuning.fork_server (auto: on)"
     )
-    parser.add_argument(
-        "--prepare-ahead", default="auto", choices=("auto", "on", "off"), help="EvalConfig.prepare_ahead"
-    )
+    parser.add_argument("--prepare-ahead", default="auto", choices=("auto", "on", "off"), help="Tuning.prepare_ahead")
     parser.add_argument(
         "--preload-compiler",
         default="auto",
         choices=("auto", "on", "off"),
-        help="EvalConfig.preload_compiler (auto: on when preparing ahead)",
+        help="Tuning.preload_compiler (auto: on when preparing ahead)",
     )
     parser.add_argument(
         "--cold-runs",
@@ -531,7 +530,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--bytecode-cache",
         default="auto",
-        help="EvalConfig.bytecode_cache for the cold runs: auto, on or off, or a comma list (on,off), whose "
+        help="Tuning.bytecode_cache for the cold runs: auto, on or off, or a comma list (on,off), whose "
         "settings then take turns over the --cold-runs and are reported apart (default auto)",
     )
     parser.add_argument(

@@ -57,6 +57,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
 
             factory = ServiceEvaluatorFactory(options["socket"])
         from cudagym.evaluator import EvalConfig
+        from cudagym.tuning import Tuning
 
         env = gym.make(
             "cudagym:CudaKernel-v0",
@@ -65,8 +66,10 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
             cache_dir=options["cache_dir"],
             evaluator_factory=factory,
             eval_config=EvalConfig(
-                prestart=options.get("prestart", EvalConfig.prestart),
-                fork_server=options.get("fork_server", "auto") != "off",
+                tuning=Tuning(
+                    prestart=options.get("prestart") if options.get("prestart") is not None else "auto",
+                    fork_server=options.get("fork_server", "auto") != "off",
+                )
             ),
         )
         task = load("builtin").get(task_id)
@@ -438,10 +441,10 @@ def main(argv: list[str] | None = None) -> int:
         "--prestart",
         type=int,
         default=2,
-        help="candidate processes each env keeps started ahead (EvalConfig.prestart; 1 saves memory at 16 envs)",
+        help="candidate processes each env keeps started ahead (Tuning.prestart; 1 saves memory at 16 envs)",
     )
     parser.add_argument(
-        "--fork-server", default="auto", choices=("auto", "on", "off"), help="EvalConfig.fork_server (auto: on)"
+        "--fork-server", default="auto", choices=("auto", "on", "off"), help="Tuning.fork_server (auto: on)"
     )
     parser.add_argument(
         "--server-log-level",

@@ -8,7 +8,7 @@ the same imports take about a quarter of that (docs/benchmarks.md). Every child 
 reference process, whose imports and first ``torch.compile`` are a cold cycle's critical path, the fork server and
 every candidate started without it.
 
-Where the cache is on (``EvalConfig.bytecode_cache``), every child gets ``PYTHONPYCACHEPREFIX=<cache>/pycache``:
+Where the cache is on (``Tuning.bytecode_cache``), every child gets ``PYTHONPYCACHEPREFIX=<cache>/pycache``:
 Python then reads and writes bytecode only in that tree, which mirrors the source paths, and leaves the
 installation untouched. Only trusted processes write it: the reference process and the fork server (before it
 forks any candidate), whose first imports fill it. Candidates read it and never write (``-B``; a forked candidate
@@ -152,7 +152,7 @@ def candidates_cannot_write(path: Path, readonly_filesystem: bool | str) -> tupl
 
 
 def resolve(setting: bool | Literal["auto"], cache_dir: Path, readonly_filesystem: bool | str = "auto") -> Path | None:
-    """The bytecode folder the children of ``cache_dir`` use, or None for none (``EvalConfig.bytecode_cache``):
+    """The bytecode folder the children of ``cache_dir`` use, or None for none (``Tuning.bytecode_cache``):
     True: always; False: never; "auto": where the installation holds no bytecode of its own and candidates cannot
     write the folder, or could write the installation anyway (see the module docstring)."""
     if setting is False:

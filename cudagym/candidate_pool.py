@@ -1,7 +1,7 @@
 """Single-use candidate processes: started ahead, talked to, classified, and reaped.
 
 A candidate process runs the agent's code for one stage and is then discarded, so nothing one
-candidate does can leak into the next. To keep that cheap, the pool keeps ``EvalConfig.prestart``
+candidate does can leak into the next. To keep that cheap, the pool keeps ``Tuning.prestart``
 processes started ahead (torch imported, CUDA and its tracing initialised: several seconds each), and a
 used process that said it was done is killed by a background thread instead of being waited for
 (tearing down a CUDA context takes about a second). The evaluator asks the pool to hold back both

@@ -30,13 +30,13 @@ from cudagym.backends import Backend
 from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool
-from cudagym.eval_config import EvalConfig, preloads_compiler, prepares_ahead, resolve_bytecode, resolve_timing
+from cudagym.eval_config import EvalConfig, resolve_timing, resolve_tuning
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.timing import TimingConfig
 from cudagym.inline_build import InlineBuilder
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
 from cudagym.integrity.policy import IntegrityPolicy
-from cudagym.memory_slots import auto_slots, memory_slot
+from cudagym.memory_slots import memory_slot
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import CompileResult, IntegrityFinding, ProfileResult, SubmitResult, VerifyResult
 from cudagym.stage_memo import FailureMemo
@@ -60,7 +60,6 @@ __all__ = [
     "describe_check",
     "is_single_file",
     "merge_findings",
-    "prepares_ahead",
     "single_file_digest",
 ]
 
@@ -95,6 +94,8 @@ class LocalEvaluator:
         self.backend = backend
         self.config = config or EvalConfig()
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
+        # the throughput machinery, every "auto" answered once for this backend and cache (``cudagym.tuning``)
+        self.tuning = resolve_tuning(self.config, backend, self.cache_dir)
         self.builder = builder or Builder(backend, cache_dir=self.cache_dir, options=self.config.build)
         self.inline_builder = InlineBuilder(self.builder)
         self.verdicts = VerdictStore(self.cache_dir)  # the input probe's verdicts (``input_verdict``)
@@ -115,14 +116,14 @@ class LocalEvaluator:
         self._timing: TimingConfig | None = None  # ``config.timing`` with the hold kernel (``timing``)
         self._timing_lock = threading.Lock()
         # where the children read (and the trusted ones write) imported modules' bytecode; None: the installation's
-        self.bytecode_dir = resolve_bytecode(self.config, self.cache_dir)
+        self.bytecode_dir = self.tuning.bytecode_dir
         # a folder that holds nothing yet is compiled on every core at once, beside the reference's own imports
         self.bytecode_filler: bytecode.Filler | None = None
         if self.bytecode_dir is not None and not bytecode.filled(self.bytecode_dir):
             self.bytecode_filler = bytecode.Filler(self.bytecode_dir)
             threading.Thread(target=self.bytecode_filler.run, name="cudagym-bytecode", daemon=True).start()
         self.pool = CandidatePool(
-            backend, self.config.limits, self.config.prestart, self._child_env(), fork_server=self.config.fork_server
+            backend, self.config.limits, self.tuning.prestart, self._child_env(), fork_server=self.tuning.fork_server
         )
         # timeouts and crashes of candidates, by content: unchanged files are not run into them again
         self.memo = FailureMemo()
@@ -132,7 +133,7 @@ class LocalEvaluator:
 
     @property
     def prepares_ahead(self) -> bool:
-        return prepares_ahead(self.config, self.backend)
+        return self.tuning.prepare_ahead
 
     @property
     def policy(self) -> IntegrityPolicy:
@@ -186,9 +187,8 @@ class LocalEvaluator:
         return shared_slot(self.backend, self.cache_dir, timeout=timeout, label=label)
 
     def _memory_slot(self, deadline: float) -> contextlib.AbstractContextManager[float]:
-        """One of the device's memory slots (``EvalConfig.memory_slots``) for a stage's checks or timing."""
-        slots = self.config.memory_slots
-        count = auto_slots(self.backend) if slots == "auto" else int(slots)
+        """One of the device's memory slots (``Tuning.memory_slots``) for a stage's checks or timing."""
+        count = self.tuning.memory_slots
         return memory_slot(self.backend, self.cache_dir, count, timeout=max(1.0, deadline - time.monotonic()))
 
     def reference(self) -> ReferenceProcess:
@@ -200,7 +200,7 @@ class LocalEvaluator:
         if self._reference is None or not self._reference.alive:
             if self._reference is not None:
                 self._reference.close()
-            preload = preloads_compiler(self.config, self.backend)
+            preload = self.tuning.preload_compiler
             self._reference = ReferenceProcess(
                 self.backend, self.config, preload_compiler=preload, env=bytecode.child_env(self.bytecode_dir)
             )
@@ -214,7 +214,7 @@ class LocalEvaluator:
                 weight_seed=secrets.randbits(62),
                 threads=self.backend.threads,
             )
-            if reply.get("leaked_bytes", 0) > self.config.max_leaked_bytes:
+            if reply.get("leaked_bytes", 0) > self.tuning.max_leaked_bytes:
                 # device memory mapped by killed candidates is only returned when this process ends
                 self._reference.close()
                 self._reference = None

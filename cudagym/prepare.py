@@ -22,6 +22,7 @@ from cudagym.backends import Backend, find_toolchain, resolve_backend
 from cudagym.build import Builder, default_cache_dir
 from cudagym.eval_config import EvalConfig, resolve_bytecode, resolve_timing
 from cudagym.harness import gpulib
+from cudagym.tuning import Tuning
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,7 +65,8 @@ def _gpu_library(backend: Backend, config: EvalConfig, cache_dir: Path) -> Prepa
 def _bytecode(config: EvalConfig, cache_dir: Path, modules: tuple[str, ...], packages: tuple[str, ...]) -> Prepared:
     folder = resolve_bytecode(config, cache_dir)
     if folder is None:
-        why = "turned off" if config.bytecode_cache is False else "the installation's own bytecode serves the children"
+        off = config.tuning.bytecode_cache is False
+        why = "turned off" if off else "the installation's own bytecode serves the children"
         return Prepared("bytecode cache", "skipped", detail=why)
     before, _ = bytecode.entries(folder)
     try:
@@ -103,7 +105,7 @@ def format_report(parts: list[Prepared]) -> str:
 
 
 def _prepare_command(args: argparse.Namespace) -> int:
-    config = EvalConfig(bytecode_cache=bytecode.SETTINGS[args.bytecode_cache])
+    config = EvalConfig(tuning=Tuning(bytecode_cache=bytecode.SETTINGS[args.bytecode_cache]))
     cache_dir = Path(args.cache_dir) if args.cache_dir else None
     parts = prepare(resolve_backend(args.backend), cache_dir=cache_dir, config=config)
     print(format_report(parts))
@@ -119,6 +121,6 @@ def add_prepare_command(sub: Any) -> None:
         "--bytecode-cache",
         default="auto",
         choices=tuple(bytecode.SETTINGS),
-        help="EvalConfig.bytecode_cache (auto: where the installation holds no bytecode)",
+        help="Tuning.bytecode_cache (auto: where the installation holds no bytecode)",
     )
     command.set_defaults(func=_prepare_command)

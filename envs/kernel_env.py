@@ -37,7 +37,7 @@ import gymnasium as gym
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import default_cache_dir
 from cudagym.errors import ConfigError
-from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator, prepares_ahead
+from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator
 from cudagym.instructions import first_observation, render_instructions
 from cudagym.render import render
 from cudagym.results import FileResult, Stage, StageResult, Status, SubmitResult
@@ -62,6 +62,7 @@ from cudagym.tools import (
     WriteFile,
     parse_action,
 )
+from cudagym.tuning import prepares_ahead
 from cudagym.workspace import Workspace, WorkspaceError, WorkspaceLimits
 
 logger = logging.getLogger(__name__)
@@ -203,7 +204,7 @@ class CudaKernelEnv(gym.Env[str, str]):
             self._evaluator_task = task.id
         self.task = task
         logger.debug("reset to %s on %s", task.id, self.backend.name)
-        if self.evaluator is None and prepares_ahead(self.eval_config, self.backend):
+        if self.evaluator is None and prepares_ahead(self.eval_config.tuning, self.backend):
             self._get_evaluator()  # it prepares the task while the agent reads the instructions
         instructions = render_instructions(task, self.backend, max_turns=self.max_turns)
         self.workspace = Workspace(task.source_for(self.backend.name), instructions, limits=self.workspace_limits)

@@ -21,6 +21,7 @@ from cudagym.evaluator import LocalEvaluator
 from cudagym.reference_process import ReferenceProcess
 from cudagym.sandbox import ChildLimits, exchange_dir
 from cudagym.tasks import load
+from cudagym.tuning import Tuning
 
 # a single-file solution whose import needs a module no trusted child imports (the fork server leaves
 # torch.utils.cpp_extension out on purpose): the candidate must compile it and must not write its bytecode
@@ -74,9 +75,9 @@ def test_auto_turns_the_cache_on_only_where_it_helps_and_candidates_cannot_write
     assert bytecode.resolve("auto", tmp_path) is None
     monkeypatch.setattr(bytecode, "candidates_cannot_write", lambda path, readonly: (True, "read-only"))
     assert bytecode.resolve("auto", tmp_path) == tmp_path / "pycache"
-    assert resolve_bytecode(EvalConfig(bytecode_cache=False), tmp_path) is None
+    assert resolve_bytecode(EvalConfig(tuning=Tuning(bytecode_cache=False)), tmp_path) is None
     with pytest.raises(ValueError, match="bytecode_cache"):
-        EvalConfig(bytecode_cache="yes")  # type: ignore[arg-type]
+        Tuning(bytecode_cache="yes")  # type: ignore[arg-type]
 
 
 def test_candidates_may_write_the_exchange_folder_so_no_cache_lives_there(tmp_path: Path) -> None:
@@ -180,7 +181,9 @@ def test_the_fill_plan_leaves_out_tests_and_the_packages_beneath_the_standard_li
 
 def test_an_evaluator_on_an_empty_folder_fills_it_in_the_background_and_stops_at_close(tmp_path: Path) -> None:
     task = load("builtin").get("builtin/relu")
-    evaluator = LocalEvaluator(task, resolve_backend("cpu"), EvalConfig(bytecode_cache=True), cache_dir=tmp_path)
+    evaluator = LocalEvaluator(
+        task, resolve_backend("cpu"), EvalConfig(tuning=Tuning(bytecode_cache=True)), cache_dir=tmp_path
+    )
     filler = evaluator.bytecode_filler
     try:
         assert filler is not None and filler.path == tmp_path / "pycache"
@@ -192,7 +195,9 @@ def test_an_evaluator_on_an_empty_folder_fills_it_in_the_background_and_stops_at
         time.sleep(0.05)
     assert filler.proc is None or filler.proc.poll() is not None  # no compile left running
     assert not bytecode.filled(filler.path)
-    filled = LocalEvaluator(task, resolve_backend("cpu"), EvalConfig(bytecode_cache=False), cache_dir=tmp_path)
+    filled = LocalEvaluator(
+        task, resolve_backend("cpu"), EvalConfig(tuning=Tuning(bytecode_cache=False)), cache_dir=tmp_path
+    )
     try:
         assert filled.bytecode_filler is None and filled.bytecode_dir is None
     finally:

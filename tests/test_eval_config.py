@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from cudagym.backends import Backend, resolve_backend
-from cudagym.eval_config import EvalConfig, preloads_compiler, resolve_hang_seconds, resolve_timing
+from cudagym.eval_config import EvalConfig, resolve_hang_seconds, resolve_timing
 
 CUDA = Backend("cuda", "cuda", "a GPU", "sm_90", 0)  # a stand-in: what the functions read of a cuda backend
 
@@ -31,16 +31,6 @@ def test_a_timing_that_names_its_library_is_sent_as_it_is(tmp_path: Path) -> Non
     named = dataclasses.replace(EvalConfig().timing, gpu_library="/somewhere/gpulib.so")
     assert resolve_timing(named, CUDA, tmp_path, "no-nvcc") is named
     assert not (tmp_path / "gpulib").exists()
-
-
-def test_the_compiler_is_preloaded_when_preparing_ahead_with_the_compile_baseline() -> None:
-    cpu = resolve_backend("cpu")
-    assert preloads_compiler(EvalConfig(), CUDA)  # auto: cuda prepares ahead
-    assert not preloads_compiler(EvalConfig(), cpu)  # auto: cpu does not (the agent's compiles need the cores)
-    assert preloads_compiler(EvalConfig(prepare_ahead=True), cpu)
-    assert preloads_compiler(EvalConfig(preload_compiler=True), cpu)
-    assert not preloads_compiler(EvalConfig(preload_compiler=False), CUDA)
-    assert not preloads_compiler(EvalConfig(compile_baseline=False, preload_compiler=True), CUDA)  # nothing to build
 
 
 def test_the_hang_floor_is_a_few_seconds_on_cuda_more_on_cpu_and_a_number_replaces_it() -> None:

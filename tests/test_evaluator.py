@@ -21,10 +21,11 @@ from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig, LocalEvaluator
 from cudagym.integrity import runtime
 from cudagym.sandbox import sandbox_processes
+from cudagym.tuning import Tuning
 
 
 def test_preparation_ahead_follows_a_task_switch_and_the_stages_use_its_work(fast_config: EvalConfig) -> None:
-    config = dataclasses.replace(fast_config, prepare_ahead=True)
+    config = dataclasses.replace(fast_config, tuning=Tuning(prepare_ahead=True))
     env = CudaKernelEnv(backend="cpu", eval_config=config)
     try:
         env.reset(options={"task_id": "builtin/relu"})
@@ -44,7 +45,7 @@ def test_preparation_ahead_follows_a_task_switch_and_the_stages_use_its_work(fas
 
 
 def test_close_stops_a_preparation_in_flight_and_leaves_no_process(fast_config: EvalConfig) -> None:
-    config = dataclasses.replace(fast_config, prepare_ahead=True)
+    config = dataclasses.replace(fast_config, tuning=Tuning(prepare_ahead=True))
     env = CudaKernelEnv(backend="cpu", eval_config=config)
     env.reset(options={"task_id": "builtin/softmax"})
     evaluator = env.evaluator
@@ -63,16 +64,6 @@ def test_close_stops_a_preparation_in_flight_and_leaves_no_process(fast_config: 
     assert not [pid for i in ids for pid in sandbox_processes(i)]
 
 
-def test_prepare_ahead_is_on_for_cuda_and_off_for_cpu_by_default() -> None:
-    from cudagym.backends import resolve_backend
-    from cudagym.evaluator import prepares_ahead
-
-    cpu = resolve_backend("cpu")
-    assert not prepares_ahead(EvalConfig(), cpu)
-    assert prepares_ahead(EvalConfig(), dataclasses.replace(cpu, name="cuda"))
-    assert prepares_ahead(EvalConfig(prepare_ahead=True), cpu)
-
-
 def test_preparation_ahead_builds_the_precompiled_header_before_the_first_compile(
     fast_config: EvalConfig, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -86,7 +77,7 @@ def test_preparation_ahead_builds_the_precompiled_header_before_the_first_compil
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(Builder, "precompiled_header", recording)
-    config = dataclasses.replace(fast_config, prepare_ahead=True)
+    config = dataclasses.replace(fast_config, tuning=Tuning(prepare_ahead=True))
     env = CudaKernelEnv(backend="cpu", eval_config=config)
     try:
         env.reset(options={"task_id": "builtin/relu"})
@@ -111,7 +102,7 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
     monkeypatch.setenv(JOURNAL_ENV, str(journal))
     # timing settings of this test alone: no earlier test's baselines are cached under them
     timing = dataclasses.replace(fast_config.timing, budget_seconds=0.2 + secrets.randbelow(10**6) * 1e-9)
-    config = dataclasses.replace(fast_config, prepare_ahead=True, timing=timing)
+    config = dataclasses.replace(fast_config, tuning=Tuning(prepare_ahead=True), timing=timing)
     env = CudaKernelEnv(backend="cpu", eval_config=config)
     try:
         env.reset(options={"task_id": "builtin/relu"})

@@ -11,16 +11,21 @@ from cudagym.backends import resolve_backend
 from cudagym.cli import main
 from cudagym.eval_config import EvalConfig
 from cudagym.prepare import prepare
+from cudagym.tuning import Tuning
 
 
 def test_the_header_is_built_once_and_the_cpu_backend_needs_no_gpu_library(cache_dir: Path) -> None:
     cpu = resolve_backend("cpu")
-    parts = {p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(bytecode_cache=False))}
+    parts = {
+        p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(tuning=Tuning(bytecode_cache=False)))
+    }
     assert parts["precompiled header"].status in ("built", "present")  # other tests may have built it first
     assert Path(parts["precompiled header"].path).with_suffix(".h.gch").is_file()
     assert parts["GPU library"].status == "skipped"
     assert parts["bytecode cache"].status == "skipped" and "turned off" in parts["bytecode cache"].detail
-    again = {p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(bytecode_cache=False))}
+    again = {
+        p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(tuning=Tuning(bytecode_cache=False)))
+    }
     assert again["precompiled header"].status == "present"
 
 
@@ -29,7 +34,7 @@ def test_the_bytecode_cache_is_filled_then_present(tmp_path: Path, monkeypatch: 
 
     monkeypatch.setattr(module, "_header", lambda builder: module.Prepared("precompiled header", "skipped"))
     monkeypatch.setattr(bytecode, "fill_sources", lambda packages: [])  # CI's cores: the imports only
-    config = EvalConfig(bytecode_cache=True)
+    config = EvalConfig(tuning=Tuning(bytecode_cache=True))
     first = prepare(resolve_backend("cpu"), cache_dir=tmp_path, config=config, modules=("json",))[-1]
     assert first.status == "built" and first.path == str(bytecode.folder(tmp_path)), first
     assert "files" in first.detail and bytecode.entries(bytecode.folder(tmp_path))[0] > 0

@@ -75,7 +75,7 @@ from sampler import Sampler
 # cuda, a 64th of the device's memory up to 2 GiB (sixteen calls of a few tens of microseconds each move that much);
 # cpu, 128 MiB. On cuda a set larger than a quarter of it gets no second one: its calls are long enough for one call per
 # handshake, and a reference process and its candidate must stay within the device's memory slot
-# (``EvalConfig.memory_slots``)
+# (``Tuning.memory_slots``)
 SET_BUDGET_CUDA_MAX = 1 << 31
 SET_BUDGET_CUDA_SHARE = 64
 SET_BUDGET_CPU = 1 << 27

@@ -219,7 +219,8 @@ class CudaKernelTaskset(vf.Taskset[CudaKernelTask, CudaKernelTasksetConfig]):
     def load(self) -> Iterator[CudaKernelTask]:
         settings = self.config.task.tools.env_kwargs()
         # the prompts need workspaces only: nothing is evaluated here, so nothing is prepared ahead
-        settings["eval_config"] = replace(settings["eval_config"] or EvalConfig(), prepare_ahead=False)
+        config = settings["eval_config"] or EvalConfig()
+        settings["eval_config"] = replace(config, tuning=replace(config.tuning, prepare_ahead=False))
         env = CudaKernelEnv(self.config.task_set, **self.config.task_options, **settings)
         try:
             for task in env.tasks:

@@ -1,4 +1,4 @@
-"""A task prepared ahead of its first cycle (``EvalConfig.prepare_ahead``), in a background thread: spare
+"""A task prepared ahead of its first cycle (``Tuning.prepare_ahead``), in a background thread: spare
 candidates, the precompiled header, the reference process with the task loaded, the reference's torch.compile (in
 the reference process's background), the input verdict and the baselines (timed in a thread of their own,
 ``baselines.time_ahead``). What it reached and when is ``LocalEvaluator.ahead_marks``; why it stopped early,
@@ -31,7 +31,7 @@ def preparing() -> bool:
 
 
 def start(ev: LocalEvaluator) -> None:
-    """Prepares the current task in a background thread (``EvalConfig.prepare_ahead``), after the one before."""
+    """Prepares the current task in a background thread (``Tuning.prepare_ahead``), after the one before."""
     if not ev.prepares_ahead or ev._closing:
         return
     previous, task = ev._ahead, ev.task

@@ -1,7 +1,7 @@
 """Candidates forked from the fork server on the GPU: each initialises its own CUDA context after the fork,
 inside its namespaces, and verifies, profiles and submits as a freshly started one does.
 
-Its passing on the H200 (2026-11-30) is why ``EvalConfig.fork_server`` is on for cuda by default. Run there:
+Its passing on the H200 (2026-11-30) is why ``Tuning.fork_server`` is on for cuda by default. Run there:
 ``python -m pytest -m gpu tests/gpu/test_fork_server.py``.
 """
 
@@ -23,7 +23,7 @@ pytestmark = [
     pytest.mark.skipif(query_gpu() is None, reason="no NVIDIA GPU visible (nvidia-smi)"),
 ]
 
-FORKED = dataclasses.replace(GPU_CONFIG, fork_server=True)
+FORKED = dataclasses.replace(GPU_CONFIG, tuning=dataclasses.replace(GPU_CONFIG.tuning, fork_server=True))
 
 
 def test_forked_cuda_candidates_verify_profile_and_submit(children: list[Child]) -> None:
@@ -49,7 +49,11 @@ def test_forked_cuda_candidates_verify_profile_and_submit(children: list[Child])
 
 
 def test_a_forked_spare_initialises_cuda_and_the_profiler_and_reports_warm(children: list[Child]) -> None:
-    env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=dataclasses.replace(FORKED, prestart=0))
+    env = CudaKernelEnv(
+        [SMALL_RELU],
+        backend="cuda",
+        eval_config=dataclasses.replace(FORKED, tuning=dataclasses.replace(FORKED.tuning, prestart=0)),
+    )
     try:
         env.reset(options={"task_id": RELU})
         pool = env.unwrapped.evaluator.pool  # no spares: the candidate below is forked now

@@ -67,7 +67,7 @@ def test_reset_compares_the_tensors_with_the_gpu_memory() -> None:
     huge = with_sizes(RELU_RAND, {"batch_size": 1 << 20, "dim": 1 << 16})  # 256 GiB an input
     for task, fits in ((huge, False), (RELU_RAND, True)):
         # nothing prepared ahead: the huge task is never loaded, only estimated
-        config = dataclasses.replace(CONFIG, prepare_ahead=False)
+        config = dataclasses.replace(CONFIG, tuning=dataclasses.replace(CONFIG.tuning, prepare_ahead=False))
         env = CudaKernelEnv(TaskSet("sizes", [task]), backend="cuda", eval_config=config)
         try:
             _, info = env.reset()
