@@ -91,7 +91,7 @@ def test_candidates_are_forked_by_default_on_both_backends(monkeypatch: pytest.M
     cuda = dataclasses.replace(cpu, name="cuda")  # only its name is read here
     assert CandidatePool(cpu, ChildLimits(), 1, {}).fork_server
     assert CandidatePool(cuda, ChildLimits(), 1, {}).fork_server
-    assert EvalConfig().fork_server is True
+    assert EvalConfig().tuning.fork_server is True
     assert not CandidatePool(cpu, ChildLimits(), 1, {}, fork_server=False).fork_server
     monkeypatch.setenv("CUDAGYM_FORK_SERVER", "0")
     assert not CandidatePool(cpu, ChildLimits(), 1, {}, fork_server=True).fork_server
