@@ -23,6 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from cudagym.backends import Backend
+from cudagym.candidate_messages import CandidateError, CandidateMessage, Step, parse, read
 from cudagym.fault_text import headline
 from cudagym.forkserver import ForkServer, ForkServerError, fork_server_allowed
 from cudagym.harness.common import PROFILER_WARMUP_ENV
@@ -139,20 +140,24 @@ class CandidatePool:
         return child
 
     @staticmethod
-    def await_stage(child: Child, stage: str, deadline: float, key: str = "") -> dict[str, Any] | None:
-        """The candidate's next ``stage`` message (for ``key``); None when it failed, died or ran out of time."""
+    def await_stage(child: Child, stage: Step, deadline: float, key: str = "") -> CandidateMessage | None:
+        """The candidate's next ``stage`` message (for ``key``); None when it failed, died or ran out of time. Lines
+        that are not messages of the protocol are passed over (``cudagym.candidate_messages``)."""
         while True:
-            message = child.receive(deadline)
-            if message is None or message.get("ok") is False:
+            raw = child.receive(deadline)
+            if raw is None:
                 return None
-            if message.get("stage") == stage and (not key or message.get("key") == key):
+            message = parse(raw)
+            if message.failed:
+                return None
+            if message.step is stage and (not key or message.key == key):
                 return message
 
     def finish(self, child: Child, deadline: float, *, wait_for_exit: bool = False) -> tuple[bool, int | None]:
         """Ends the conversation and the process; returns (finished in time, returncode). A candidate that
         said it was done is killed by a background thread, unless ``wait_for_exit``."""
         child.send({"op": "end"}, close_stdin=True)
-        if not wait_for_exit and self.await_stage(child, "done", deadline) is not None:
+        if not wait_for_exit and self.await_stage(child, Step.DONE, deadline) is not None:
             self._forget(child)
             reaper = threading.Thread(target=child.kill, name="cudagym-reap", daemon=True)
             reaper.start()
@@ -222,8 +227,9 @@ def classify(
     why the trusted clock stopped waiting for it, when it did."""
     if child is None:
         return Status.CRASH, "The candidate process could not be started.", ""
-    errors = [m for m in child.messages if m.get("ok") is False]
-    stages = [m.get("stage") for m in child.messages]
+    messages = read(child.messages)
+    errors = [m for m in messages if m.failed]
+    stages = {m.step for m in messages}
     if not finished and silent:
         return Status.TIMEOUT, f"The candidate was killed: {silent}.", ""
     if not finished:
@@ -231,19 +237,19 @@ def classify(
     sig = signal_name(code)
     if errors:
         err = errors[-1]
-        info = err.get("error", {})
-        where = "loading model_new.py / the extension" if err.get("stage") == "load" else "running ModelNew"
-        status = Status.LOAD_ERROR if err.get("stage") == "load" else Status.RUNTIME_ERROR
+        info = err.error or CandidateError(type="an error it did not describe")
+        where = "loading model_new.py / the extension" if err.step is Step.LOAD else "running ModelNew"
+        status = Status.LOAD_ERROR if err.step is Step.LOAD else Status.RUNTIME_ERROR
         # the message's first line that says something: torch's C++ frames and its advice go to the output's condensing
-        what = headline(str(info.get("message", "")))
-        if info.get("cuda"):
+        what = headline(info.message)
+        if info.cuda:
             return status, f"CUDA fault while {where}: {what}", sig
-        return status, f"{info.get('type')} while {where}: {what}", sig
+        return status, f"{info.type or 'An error'} while {where}: {what}", sig
     if sig:
         # a candidate that reported ``ready`` was serving calls (ModelNew built); ``run`` is the ncu mode's
-        where = "while running" if {"ready", "run"} & set(stages) else "while loading"
+        where = "while running" if {Step.READY, Step.RUN} & stages else "while loading"
         return Status.CRASH, f"The candidate process was killed by {sig} {where} ModelNew.", sig
-    if "done" not in stages:
+    if Step.DONE not in stages:
         return Status.CRASH, f"The candidate process exited with status {code} before finishing.", sig
     if silent:
         return Status.CRASH, f"The candidate stopped answering the evaluation: {silent}.", sig
@@ -252,9 +258,10 @@ def classify(
 
 def candidate_output(child: Child, workspace: Workspace, limit: int) -> str:
     """The candidate's traceback (if it reported one) and its stdout/stderr, cleaned and cut to ``limit``."""
-    tracebacks = [m["error"].get("traceback", "") for m in child.messages if m.get("ok") is False and m.get("error")]
+    messages = read(child.messages)
+    tracebacks = [m.error.traceback for m in messages if m.failed and m.error is not None]
     # a candidate that reported "done" wrote all it had to say before that: no need to wait for its exit
-    done = any(m.get("stage") == "done" for m in child.messages)
+    done = any(m.step is Step.DONE for m in messages)
     text = "\n".join([*tracebacks, child.output.text(wait=0.2 if done else 2.0)]).strip()
     replace = {str(workspace.path): "", str(HARNESS_DIR): "<harness>/"}
     return clean(text, limit, replace_paths=replace)

@@ -22,8 +22,10 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from cudagym.candidate_messages import Step, read
 from cudagym.candidate_pool import CandidatePool
 from cudagym.reference_process import ReferenceProcess
+from cudagym.results import KernelTime
 from cudagym.sandbox import Child
 
 SILENT_GRACE_S = 1.0
@@ -68,7 +70,7 @@ class CandidateStage:
         child = self.child = self.pool.acquire(refill=self.refill)
         if child.exchange is None:
             raise RuntimeError("a candidate process without an exchange folder")
-        if self.pool.await_stage(child, "warm", self.deadline) is None:
+        if self.pool.await_stage(child, Step.WARM, self.deadline) is None:
             return False
         with self.device_slot("attach"):  # the reference draws the stage's input sets on the device
             reply = self.ref.call(
@@ -83,7 +85,7 @@ class CandidateStage:
         self.max_calls = int(reply.get("max_calls", 1))
         self.moved_bytes = int(reply.get("bytes", 0))
         child.send({**self.make_job(Path(child.exchange)), "link": reply["link"]})
-        return self.pool.await_stage(child, "calibrating", self.deadline) is not None
+        return self.pool.await_stage(child, Step.CALIBRATING, self.deadline) is not None
 
     def calibrate(self) -> bool:
         """Step 3, first half: False when the candidate stopped answering during calibration."""
@@ -97,7 +99,7 @@ class CandidateStage:
     def await_ready(self) -> bool:
         """Step 3, second half: the candidate loaded the agent's code (False when it failed to)."""
         assert self.child is not None
-        return self.pool.await_stage(self.child, "ready", self.deadline) is not None
+        return self.pool.await_stage(self.child, Step.READY, self.deadline) is not None
 
     def run(self, command: str, **arguments: Any) -> dict[str, Any] | None:
         """Step 4: ``verify_candidate`` or ``time_candidate`` in the reference; None when the candidate went silent."""
@@ -123,10 +125,10 @@ class CandidateStage:
             self.attached = False
             self.ref.call("detach")
 
-    def kernels(self) -> list[dict[str, Any]]:
-        """The candidate's per-kernel device time over the stage (its word), when it reported one."""
+    def kernels(self) -> tuple[KernelTime, ...]:
+        """The candidate's per-kernel device time over the stage (its word), when it reported a readable one."""
         assert self.child is not None
-        return next((m.get("kernels", []) for m in self.child.messages if m.get("stage") == "kernels"), [])
+        return next((m.kernels for m in read(self.child.messages) if m.step is Step.KERNELS), ())
 
     def discard(self) -> None:
         """Kills the candidate if it still runs and releases the clock (idempotent)."""

@@ -386,7 +386,9 @@ class Child:
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
             message = json.loads(line)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):
+            message = None
+        if not isinstance(message, dict):  # every message of the protocol is an object
             return {"garbled": line[:200].decode("utf-8", errors="replace")}
         self.messages.append(message)
         return message

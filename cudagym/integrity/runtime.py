@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from cudagym.integrity.policy import IntegrityPolicy
-from cudagym.results import IntegrityFinding
+from cudagym.results import IntegrityFinding, KernelTime
 
 # aten operators that create, view, move or copy data without computing anything from it.
 DATA_OPS = frozenset(
@@ -135,20 +135,20 @@ def deterministic(same: bool | None) -> IntegrityFinding:
     return IntegrityFinding("deterministic", True, "" if same else "not observed in this stage")
 
 
-def own_kernels(kernels: list[dict[str, Any]], device_is_cuda: bool, policy: IntegrityPolicy) -> IntegrityFinding:
+def own_kernels(kernels: Sequence[KernelTime], device_is_cuda: bool, policy: IntegrityPolicy) -> IntegrityFinding:
     """Catalogues #1 and #4: on the GPU, the time must be spent in the candidate's own kernels.
 
     A profile with no kernel of the candidate's own (a decoy: defined, never launched) fails, and so
     does one where library kernels that compute (not fills or copies) take more than the policy's share."""
     if not device_is_cuda or not kernels:
         return IntegrityFinding("time_in_own_kernels", True, "" if kernels else "no kernel breakdown")
-    own = [k for k in kernels if not LIBRARY_KERNEL.search(k["name"])]
+    own = [k for k in kernels if not LIBRARY_KERNEL.search(k.name)]
     library = [
         k
         for k in kernels
-        if LIBRARY_KERNEL.search(k["name"]) and not DATA_KERNEL.search(k["name"]) and not _allowed_library(k, policy)
+        if LIBRARY_KERNEL.search(k.name) and not DATA_KERNEL.search(k.name) and not _allowed_library(k, policy)
     ]
-    library_share = sum(k["share"] for k in library)
+    library_share = sum(k.share for k in library)
     if not own:
         return IntegrityFinding(
             "time_in_own_kernels",
@@ -160,14 +160,14 @@ def own_kernels(kernels: list[dict[str, Any]], device_is_cuda: bool, policy: Int
         return IntegrityFinding(
             "time_in_own_kernels",
             False,
-            f"{library_share:.0%} of the GPU time was spent in torch/library kernels ({library[0]['name'][:80]}); "
+            f"{library_share:.0%} of the GPU time was spent in torch/library kernels ({library[0].name[:80]}); "
             "the computation must run in your own kernels",
         )
-    return IntegrityFinding("time_in_own_kernels", True, f"{sum(k['share'] for k in own):.0%} in own kernels")
+    return IntegrityFinding("time_in_own_kernels", True, f"{sum(k.share for k in own):.0%} in own kernels")
 
 
-def _allowed_library(kernel: dict[str, Any], policy: IntegrityPolicy) -> bool:
-    name = kernel["name"].lower()
+def _allowed_library(kernel: KernelTime, policy: IntegrityPolicy) -> bool:
+    name = kernel.name.lower()
     gemm = any(s in name for s in ("gemm", "cublas", "xmma", "nvjet", "cutlass", "sgemm", "hgemm"))
     conv = any(s in name for s in ("cudnn", "conv", "implicit_gemm", "winograd"))
     return (gemm and policy.allow_cublas) or (conv and policy.allow_cudnn)

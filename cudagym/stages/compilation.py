@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from cudagym.candidate_messages import Step, parse
 from cudagym.candidate_pool import candidate_output, classify
 from cudagym.compile_gate import gated_build
 from cudagym.results import CompileResult, Stage, Status
@@ -86,12 +87,15 @@ def serve_inline_builds(
     builds: dict[str, str] = {}
     built: list[CompileResult] = []
     while True:
-        message = child.receive(deadline)
-        if message is None or message.get("ok") is False or message.get("stage") == "done":
+        raw = child.receive(deadline)
+        if raw is None:
             return builds, built
-        if message.get("stage") != "build":
+        message = parse(raw)
+        if message.failed or message.step is Step.DONE:
+            return builds, built
+        if message.step is not Step.BUILD:
             continue
-        key, result = ev.inline_builder.build(message.get("request"), workspace)
+        key, result = ev.inline_builder.build(message.request, workspace)
         built.append(result)
         if not result.ok:
             return builds, built

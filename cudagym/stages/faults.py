@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudagym import sanitizer
+from cudagym.candidate_messages import read
 from cudagym.eval_config import sanitizes_faults
 from cudagym.fault_text import find_cuda_fault
 from cudagym.results import CompileResult, CudaFault
@@ -28,7 +29,7 @@ def cuda_fault(
 ) -> CudaFault | None:
     """The CUDA fault the candidate's error or output names, with the build's kernels and, where
     ``EvalConfig.fault_sanitizer`` allows it, compute-sanitizer's finding; None when it ran into none."""
-    errors = [str(m.get("error", {}).get("message", "")) for m in child.messages if m.get("ok") is False]
+    errors = [m.error.message for m in read(child.messages) if m.failed and m.error is not None]
     fault = next((f for f in map(find_cuda_fault, [*errors, output]) if f is not None), None)
     if fault is None:
         return None

@@ -14,7 +14,7 @@ from cudagym.candidate_pool import Phases, candidate_output, classify
 from cudagym.candidate_stage import candidate_stage
 from cudagym.integrity import runtime
 from cudagym.reference_process import ReferenceProcess
-from cudagym.results import CompileResult, IntegrityFinding, KernelTime, ProfileResult, Stage, Status
+from cudagym.results import CompileResult, IntegrityFinding, ProfileResult, Stage, Status
 from cudagym.stage_judgement import calibration_problem, check_result, timing_findings
 from cudagym.stage_memo import candidate_key
 from cudagym.stages import baselines, faults, wrapped
@@ -150,7 +150,7 @@ def profile(
         speedup_compile=speedup_compile,
         repetitions=timed["reps"] if ok_timing and timed else 0,
         spread=timed["spread"] if ok_timing and timed else None,
-        kernels=tuple(KernelTime(k["name"], k["calls"], k["total_ms"], k["share"]) for k in kernels),
+        kernels=kernels,
         device=ev.backend.device_name,
         method=timed["method"] if ok_timing and timed else "",
         baseline_cached=cached,

@@ -8,15 +8,11 @@ tests/gpu/test_gpu_integrity.py.
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from cudagym_testing import RELU, assert_caught, relu_solution, with_binding_forward, write_all
 
 from cudagym.baselines import tool_call
 from cudagym.envs import CudaKernelEnv
-from cudagym.evaluator import EvalConfig
-from cudagym.integrity.policy import IntegrityPolicy
 
 MODEL_HEAD = "import cuda_extension\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
 
@@ -157,14 +153,6 @@ torch::Tensor relu_forward(torch::Tensor x) {
         "mismatch",
     ),
 }
-
-
-@pytest.fixture(scope="module")
-def env(fast_config: EvalConfig):
-    config = dataclasses.replace(fast_config, policy=IntegrityPolicy.without_static_checks())
-    environment = CudaKernelEnv(backend="cpu", eval_config=config)
-    yield environment
-    environment.close()
 
 
 @pytest.mark.parametrize("hack", list(HACKS))

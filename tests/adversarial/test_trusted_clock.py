@@ -15,15 +15,11 @@ GPU counterparts (work left on a side stream, early "done") are in tests/gpu/tes
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from cudagym_testing import RELU, assert_caught, relu_solution, with_binding_forward, write_all
 
 from cudagym.baselines import tool_call
 from cudagym.envs import CudaKernelEnv
-from cudagym.evaluator import EvalConfig
-from cudagym.integrity.policy import IntegrityPolicy
 
 HEAD = "import cuda_extension\nimport torch.nn as nn\n\n\nclass ModelNew(nn.Module):\n"
 CALL = "cuda_extension.relu_forward(x.contiguous())"
@@ -157,14 +153,6 @@ FORGERIES: dict[str, str] = {
     # work only when the garbage collector is on (the old timing loop switched it off)
     "gc_phase_signal": ("import gc\n_g = [gc][0]\n_real = _g.disable\n_g.disable = lambda: None\n"),
 }
-
-
-@pytest.fixture(scope="module")
-def env(fast_config: EvalConfig):
-    config = dataclasses.replace(fast_config, policy=IntegrityPolicy.without_static_checks())
-    environment = CudaKernelEnv(backend="cpu", eval_config=config)
-    yield environment
-    environment.close()
 
 
 @pytest.mark.parametrize("attack", list(CAUGHT))

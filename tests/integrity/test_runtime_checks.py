@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
+from cudagym.results import KernelTime
 
 DEFAULT = IntegrityPolicy()
 
@@ -40,8 +41,8 @@ def test_unobserved_stages_pass_and_say_so() -> None:
 KERNEL = {"calls": 1, "total_ms": 1.0}
 
 
-def rows(*named: tuple[str, float]) -> list[dict]:
-    return [{"name": name, "share": share, **KERNEL} for name, share in named]
+def rows(*named: tuple[str, float]) -> list[KernelTime]:
+    return [KernelTime(name=name, share=share, **KERNEL) for name, share in named]
 
 
 def test_own_kernels_must_do_the_work_on_the_gpu() -> None:
