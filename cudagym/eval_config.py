@@ -21,7 +21,8 @@ from cudagym.tuning import ResolvedTuning, Tuning
 
 @dataclasses.dataclass(frozen=True)
 class EvalConfig:
-    """Knobs of evaluation. Tolerances default to the task's (CUDA Agent's 1e-2)."""
+    """What an evaluation checks and measures; how fast it is done is ``tuning`` (``cudagym.tuning``). Tolerances
+    default to the task's (CUDA Agent's 1e-2)."""
 
     num_checks: int = 5
     atol: float | None = None
