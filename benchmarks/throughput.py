@@ -67,7 +67,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
             evaluator_factory=factory,
             eval_config=EvalConfig(
                 tuning=Tuning(
-                    prestart=options.get("prestart") if options.get("prestart") is not None else "auto",
+                    prestart=options.get("prestart", "auto"),
                     fork_server=options.get("fork_server", "auto") != "off",
                 )
             ),

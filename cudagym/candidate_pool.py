@@ -237,14 +237,14 @@ def classify(
     sig = signal_name(code)
     if errors:
         err = errors[-1]
-        info = err.error or CandidateError(type="an error it did not describe")
+        info = err.error or CandidateError()
         where = "loading model_new.py / the extension" if err.step is Step.LOAD else "running ModelNew"
         status = Status.LOAD_ERROR if err.step is Step.LOAD else Status.RUNTIME_ERROR
         # the message's first line that says something: torch's C++ frames and its advice go to the output's condensing
         what = headline(info.message)
         if info.cuda:
             return status, f"CUDA fault while {where}: {what}", sig
-        return status, f"{info.type or 'An error'} while {where}: {what}", sig
+        return status, f"{info.type or 'An error it did not describe'} while {where}: {what}", sig
     if sig:
         # a candidate that reported ``ready`` was serving calls (ModelNew built); ``run`` is the ncu mode's
         where = "while running" if {Step.READY, Step.RUN} & stages else "while loading"
