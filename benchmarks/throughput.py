@@ -35,7 +35,6 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-FIXED_CYCLES_SLACK = 10  # --fixed-cycles may stretch a level to this many times --seconds
 DEFAULT_TASKS = "builtin/scale_bias_tanh,builtin/silu_clamp,builtin/affine_gelu_clamp"  # 1 GB tensors on cuda
 STAGES = ("compile", "verify", "profile")
 
@@ -110,7 +109,8 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
                 return False
             if index == 0 and len(cycles) >= options["fixed_cycles"]:
                 fixed_done.set()
-            return not fixed_done.is_set() and time.time() - start < options["seconds"] * FIXED_CYCLES_SLACK
+            # a count, not a time: a loaded host makes cycles slower, never fewer (each stage has its own deadline)
+            return not fixed_done.is_set()
 
         while going():
             edit = code_edit(f"{options['run']}_{index}_{len(cycles) + 1}")  # new source: really compiled
@@ -422,8 +422,8 @@ def main(argv: list[str] | None = None) -> int:
         "--fixed-cycles",
         type=int,
         default=0,
-        help=f"each level goes on past --seconds until env 0 timed the fixed kernel this often (at most "
-        f"{FIXED_CYCLES_SLACK}x --seconds), so its median speedup rests on enough cycles at 16 envs too",
+        help="each level goes on past --seconds until env 0 timed the fixed kernel this often, so its median "
+        "speedup rests on enough cycles at 16 envs too",
     )
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"built-in tasks of envs 1.. (default {DEFAULT_TASKS})")
     parser.add_argument("--fixed-task", default="builtin/scale_bias_tanh", help="env 0's task (speedup tracked)")

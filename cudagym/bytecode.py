@@ -37,6 +37,7 @@ import signal
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
 from typing import Literal
@@ -269,6 +270,7 @@ class Filler:
         self.seconds: float | None = None  # how long the compile took, once done
         self.skipped = ""  # why it did not compile (done already, another process at it)
         self._stopped = False
+        self._guard = threading.Lock()  # orders a start against a stop: a stop never misses a process starting
 
     def run(self, timeout: float = 600.0) -> float | None:
         """Compiles, unless done already or under way elsewhere (then ``skipped`` says so); returns the seconds.
@@ -291,17 +293,18 @@ class Filler:
             if filled(self.path):
                 self.skipped = "filled already"
                 return None
-            if self._stopped:
-                return None
             command = [sys.executable, "-c", FILL_SCRIPT, json.dumps(fill_plan(self.sources))]
             start = time.monotonic()
-            self.proc = subprocess.Popen(
-                command,
-                env=writer_env(self.path),
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-                start_new_session=True,
-            )
+            with self._guard:
+                if self._stopped:
+                    return None
+                self.proc = subprocess.Popen(
+                    command,
+                    env=writer_env(self.path),
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                    start_new_session=True,
+                )
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -318,8 +321,9 @@ class Filler:
 
     def stop(self) -> None:
         """Ends a compile under way (its process group); the folder keeps what it wrote, unmarked."""
-        self._stopped = True
-        proc = self.proc
+        with self._guard:
+            self._stopped = True
+            proc = self.proc
         if proc is not None and proc.poll() is None:
             with contextlib.suppress(OSError):
                 os.killpg(proc.pid, signal.SIGKILL)

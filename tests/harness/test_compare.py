@@ -22,7 +22,9 @@ from cudagym.harness.compare import (
     UNIT_ROUNDOFF,
     compare_outputs,
     compare_precision,
+    compare_tensor,
     precision_bound,
+    tolerance_excess,
 )
 
 U32 = UNIT_ROUNDOFF["fp32"]
@@ -121,6 +123,39 @@ def test_nonfinite_reference_elements_and_non_float_outputs_are_left_out() -> No
     index = torch.tensor([1, 2])
     fields = compare_precision((exp32, index), (exp64, index), (exp32.clone(), index), "fp32")
     assert fields == {"precision_ratio": 0.0}
+
+
+def _plain_bound(exp32: torch.Tensor, exp64: torch.Tensor, u: float) -> float:
+    """The bound as its docstring states it, element by element masked: what the faster passes must equal."""
+    finite = torch.isfinite(exp64) & torch.isfinite(exp32)
+    if not finite.any():
+        return float("inf")
+    own = float((exp32[finite].double() - exp64[finite]).abs().max())
+    floor = PRECISION_FLOOR_ULPS * u * float(exp64[finite].abs().max())
+    return PRECISION_MARGIN * max(own, floor, torch.finfo(torch.float32).tiny)
+
+
+@pytest.mark.parametrize("special", ["none", "inf", "nan", "all"])
+def test_the_bound_and_the_tolerance_check_equal_their_plain_formulas(special: str) -> None:
+    gen = torch.Generator().manual_seed(3)
+    exp64 = torch.randn(4096, dtype=torch.float64, generator=gen) * 10
+    if special in ("inf", "all"):
+        exp64[7] = float("inf")
+        exp64[9] = -float("inf")
+    if special in ("nan", "all"):
+        exp64[11] = float("nan")
+    exp32 = exp64.float()
+    assert precision_bound(exp32, exp64, U32) == _plain_bound(exp32, exp64, U32)
+    act = exp32 + torch.randn(4096, generator=gen) * 1e-3
+    act[100] = float("nan") if special in ("nan", "all") else act[100]
+    before = act.clone()
+    for atol, rtol in ((1e-2, 1e-2), (1e-4, 1e-4)):
+        fields = compare_tensor(exp32, act, atol, rtol)
+        excess = tolerance_excess(exp32, act, atol, rtol)
+        assert fields["mismatched"] == int((excess > 0).sum()) and fields["passed"] == (fields["mismatched"] == 0)
+        assert fields["max_abs_error"] == float(torch.nan_to_num((act - exp32).abs(), nan=float("inf")).max())
+        assert fields["worst_index"] == [int(torch.argmax(excess))]
+    torch.testing.assert_close(act, before, rtol=0, atol=0, equal_nan=True)  # the candidate's output left as it was
 
 
 def test_an_output_the_twin_gives_in_fp32_is_left_to_the_tolerance() -> None:
