@@ -682,8 +682,8 @@ class Clock:
 
     def _poison_cpu(self, record: Handshake, call: int, slot: int, nbytes: int, pattern: int) -> None:
         where = record.description["calls"][call]["items"][slot]["where"]
-        block = pattern.to_bytes(4, "little") * (nbytes // 4 + 1)
-        local = self.torch.frombuffer(bytearray(block[:nbytes]), dtype=self.torch.uint8)
+        signed = pattern - (1 << 32) if pattern >= 1 << 31 else pattern  # the same four bytes as an int32
+        local = self.torch.empty(nbytes // 4 + 1, dtype=self.torch.int32).fill_(signed)  # little-endian words
         try:
             write_memory(self._pid(int(where["pid"])), int(where["address"]), local.data_ptr(), nbytes)
         except (OSError, LookupError):
