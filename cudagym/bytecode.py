@@ -60,20 +60,23 @@ WARM_MODULES = (
     "torch.utils._python_dispatch",
     "torch.utils.cpp_extension",
 )
-HARNESS_MODULES = (
-    "common",
-    "timing",
-    "compare",
-    "gpulib",
-    "handshake",
-    "freezer",
-    "cputime",
-    "sampler",
-    "clock",
-    "stages",
-    "shortcuts",
-    "candidate",
-    "reference",
+HARNESS_MODULES = tuple(
+    f"cudagym.harness.{name}"
+    for name in (
+        "common",
+        "timing",
+        "compare",
+        "gpulib",
+        "handshake",
+        "freezer",
+        "cputime",
+        "sampler",
+        "clock",
+        "stages",
+        "shortcuts",
+        "candidate",
+        "reference",
+    )
 )
 # what ``fill`` compiles besides the standard library: the packages those imports come from (those installed)
 FILL_PACKAGES = (
@@ -334,11 +337,8 @@ def warm(path: Path, modules: tuple[str, ...] = WARM_MODULES, timeout: float = 6
     """Fills ``path`` with the bytecode of ``modules`` and of the harness, compiled by a fresh interpreter that
     imports them (as the reference process would the first time); returns its seconds. Raises RuntimeError when
     the interpreter fails. CUDA is not initialised."""
-    from cudagym.sandbox import HARNESS_DIR
-
     path.mkdir(parents=True, exist_ok=True)
     code = (
-        f"import sys; sys.path.insert(0, {str(HARNESS_DIR)!r})\n"
         f"import importlib\nfor name in {list(modules) + list(HARNESS_MODULES)!r}:\n    importlib.import_module(name)\n"
     )
     env = {**writer_env(path), "PYTORCH_NVML_BASED_CUDA_CHECK": "1"}

@@ -29,7 +29,7 @@ from typing import IO, Any
 from cudagym import bytecode
 from cudagym.errors import HarnessError
 from cudagym.harness.forkserver import PREIMPORT_ENV  # passed on to the server (what it imports before forking)
-from cudagym.sandbox import HARNESS_DIR, OutputCapture
+from cudagym.sandbox import HARNESS_DIR, OutputCapture, harness_module
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +100,7 @@ class ForkServer:
         flags, env = bytecode.launch(env, writer=True)
         try:
             self.proc = subprocess.Popen(
-                [sys.executable, *flags, str(HARNESS_DIR / "forkserver.py"), str(theirs.fileno())],
+                [sys.executable, *flags, *harness_module("forkserver"), str(theirs.fileno())],
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

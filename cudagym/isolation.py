@@ -21,12 +21,21 @@ import tempfile
 from pathlib import Path
 from typing import Any, Literal
 
+from cudagym.harness.common import launch_arguments
+
 logger = logging.getLogger(__name__)
 HARNESS_DIR = Path(__file__).resolve().parent / "harness"
+HARNESS_PACKAGE = "cudagym.harness"
 AUTO = "auto"
 CHILD_PREFIX = "cudagym-child-"
 RESERVED_PIDS = 300  # a PID namespace's pid_max is set this far above the candidate's task allowance
 SHM_DIR = "/dev/shm"  # RAM-backed shared memory: private to a candidate with a read-only file system
+
+
+def harness_module(name: str) -> list[str]:
+    """The interpreter arguments that run the harness module ``cudagym.harness.<name>`` in a child (see
+    ``cudagym.harness.common.launch_arguments``)."""
+    return launch_arguments(f"{HARNESS_PACKAGE}.{name}")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,7 +147,7 @@ def isolation_status() -> IsolationStatus:
     scratch = tempfile.mkdtemp(prefix=CHILD_PREFIX + "probe-")
     spec = {step: True for step in steps} | {"writable": [scratch], "pid_max": RESERVED_PIDS + 1024}
     spec["shm"] = os.path.isdir(SHM_DIR)  # the read-only step includes the private /dev/shm
-    command = [sys.executable, "-B", str(HARNESS_DIR / "child.py"), "probe", "-", json.dumps(spec)]
+    command = [sys.executable, "-B", *harness_module("child"), "probe", "-", json.dumps(spec)]
     try:
         done = subprocess.run(
             command, capture_output=True, text=True, timeout=30, env=scrubbed_env(0), start_new_session=True

@@ -44,6 +44,7 @@ from cudagym.isolation import (  # re-exported: the names callers import from cu
     Isolation,
     IsolationStatus,
     child_spec,
+    harness_module,
     isolation_status,
     network_isolation_available,
     resolve_isolation,
@@ -70,6 +71,7 @@ __all__ = [
     "child_spec",
     "default_memory_bytes",
     "exchange_dir",
+    "harness_module",
     "isolation_status",
     "kill_below",
     "network_isolation_available",
@@ -334,13 +336,13 @@ class Child:
     def _popen(
         role: str, spec: str, env: dict[str, str], cwd: str | Path | None, prefix: tuple[str, ...]
     ) -> tuple[int, subprocess.Popen[bytes]]:
-        """A freshly started interpreter running ``child.py``; returns (channel read end, process)."""
+        """A freshly started interpreter running ``cudagym.harness.child``; returns (channel read end, process)."""
         read_fd, write_fd = os.pipe()
         # the trusted reference process writes the bytecode cache it is given (cudagym/bytecode.py); others read
         flags, env = bytecode.launch(env, writer=role == "reference")
         try:
             proc = subprocess.Popen(
-                [*prefix, sys.executable, *flags, str(HARNESS_DIR / "child.py"), role, str(write_fd), spec],
+                [*prefix, sys.executable, *flags, *harness_module("child"), role, str(write_fd), spec],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,

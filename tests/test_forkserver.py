@@ -3,7 +3,6 @@ and nothing it forked outlives it."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import signal
@@ -14,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from cudagym.forkserver import PREIMPORT_ENV, ForkServer, ForkServerError, returncode
-from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, scrubbed_env
+from cudagym.sandbox import Child, ChildLimits, scrubbed_env
 
 
 @pytest.fixture(scope="module")
@@ -101,10 +100,8 @@ def test_the_server_checks_that_its_forks_could_still_use_cuda(monkeypatch: pyte
     looks for that mark in a fork of itself before it says it is ready."""
     import torch
 
-    spec = importlib.util.spec_from_file_location("cudagym_harness_forkserver", HARNESS_DIR / "forkserver.py")
-    assert spec is not None and spec.loader is not None
-    harness = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(harness)
+    from cudagym.harness import forkserver as harness
+
     assert harness.forks_can_use_cuda() == ""
     monkeypatch.setattr(torch.cuda, "_is_in_bad_fork", lambda: True)  # what a driver query before the fork does
     assert "refuse CUDA" in harness.forks_can_use_cuda()

@@ -108,9 +108,7 @@ def test_no_baseline_is_timed_while_a_background_compile_runs(cache_dir: Path, f
 # the reference server run in a plain interpreter: what the preload imports, and when
 PRELOAD_PROBE = """
 import json, os, sys
-import cudagym.harness
-sys.path.insert(0, os.path.dirname(cudagym.harness.__file__))
-from reference import ReferenceServer
+from cudagym.harness.reference import ReferenceServer
 watched = ("torch", "torch._dynamo", "torch._inductor.compile_fx")
 before = [name in sys.modules for name in watched]
 server = ReferenceServer(None)

@@ -1,1 +1,2 @@
-"""Code that runs inside evaluation children (imported there as top-level modules)."""
+"""Code that runs inside evaluation children, started as ``cudagym.harness.<module>`` without the cudagym package's
+``__init__`` (``common.launch_arguments``): the same module names as the library imports."""

@@ -34,7 +34,7 @@ import time
 import traceback
 from typing import Any
 
-from common import (
+from .common import (
     PROFILER_WARMUP_ENV,
     WARMUP_SLOT_ENV,
     Channel,
@@ -46,8 +46,8 @@ from common import (
     to_device,
     warmup_slot,
 )
-from gpulib import CudaDriver, GpuLib, device_view
-from handshake import (
+from .gpulib import CudaDriver, GpuLib, device_view
+from .handshake import (
     ARM,
     CALIBRATING,
     CALLS,
@@ -67,13 +67,8 @@ from handshake import (
     span_bytes,
     wake,
 )
-from inline_loader import InlineLoader, ask_over_channel
+from .inline_loader import InlineLoader, ask_over_channel
 
-HARNESS_DIR = os.path.dirname(os.path.abspath(__file__))
-HARNESS_MODULES = (
-    *("candidate", "common", "gpulib", "handshake", "timing", "compare", "freezer", "child", "forkserver"),
-    *("inline_loader", "inline_request"),
-)
 PR_SET_PTRACER, PR_SET_PTRACER_ANY = 0x59616D61, ctypes.c_ulong(-1)
 # the aten operators a call dispatches are recorded on the first call and on a random one in this many after it: the
 # recording costs a call tens of microseconds of Python the eager baseline does not pay, so most calls, and the median
@@ -364,13 +359,6 @@ def _calibration_call(templates: list[dict[str, Any]], device: str) -> Any:
     return lambda _values, k: made[k]
 
 
-def hide_harness() -> None:
-    """Takes the harness's modules out of the import system, so that the agent's code cannot ``import`` them."""
-    for name in HARNESS_MODULES:
-        sys.modules.pop(name, None)
-    sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HARNESS_DIR]
-
-
 class KernelTrace:
     """Device time per kernel over every call of the stage (cuda), taken by torch's profiler from before the first
     call to the end; the process's own word, like everything it reports."""
@@ -440,7 +428,6 @@ def run(job: dict[str, Any], channel: Channel, watch: Watch) -> None:
     if calibrated is not None:
         channel.send(stage="attach", ok=False, error=calibrated)
         return
-    hide_harness()
     model = loaded(job, channel)
     if model is None:
         return

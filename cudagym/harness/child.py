@@ -1,7 +1,7 @@
-"""Entry point of every evaluation child: ``python child.py {reference|candidate} FD SPEC``.
-
-Run by path, so that this folder (and not the cudagym package) is what the child imports: the
-candidate process holds only the harness, torch and the agent's code.
+"""Entry point of every evaluation child: ``cudagym.harness.child {reference|candidate} FD SPEC``, run as
+``__main__`` by the launch of ``cudagym.isolation.harness_module`` (like ``python -P -m``, without the cudagym
+package's ``__init__``: before the sandbox below is entered the process must hold a single thread). The harness has
+one module name, ``cudagym.harness.*``, in the children as in the library.
 
 ``SPEC`` (JSON, written by ``cudagym.sandbox.child_spec``) holds the rlimits, the number of tasks the
 child may add (``processes``) and, for candidates, the ``sandbox`` to enter before anything else:
@@ -29,8 +29,8 @@ parent becomes a child subreaper and runs the candidate as its child. Whatever t
 fork after ``setsid``, with its environment cleared) is re-parented to the guard, which kills everything below
 itself when the candidate ends; ``cudagym.sandbox.Child.kill`` kills what is below the guard before the guard.
 
-``python child.py probe - SPEC`` enters the same sandbox without being strict about it and prints what
-worked, as JSON: ``{"user": "", "network": "", ...}`` with an empty string for each step that worked and
+``cudagym.harness.child probe - SPEC`` enters the same sandbox without being strict about it and prints
+what worked, as JSON: ``{"user": "", "network": "", ...}`` with an empty string for each step that worked and
 the error for each that did not.
 """
 
@@ -440,16 +440,16 @@ def run_role(role: str, channel_fd: int, spec: dict[str, Any]) -> None:
         # a candidate forked from the fork server (which may write the bytecode cache) never writes bytecode
         sys.dont_write_bytecode = True
     prepare(spec)
-    from common import Channel
+    from .common import Channel
 
     channel = Channel(channel_fd)
     if role == "reference":
-        from reference import ReferenceServer
+        from .reference import ReferenceServer
 
         channel.send(ready=True)
         ReferenceServer(channel).serve()
     elif role == "candidate":
-        import candidate
+        from . import candidate
 
         candidate.main(channel)
     else:

@@ -41,12 +41,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import cputime
-from compare import check_reply, compare_outputs, compare_precision, flatten, same_values
-from cputime import Spent, TreeTimes
-from freezer import Freezer, read_memory, write_memory
-from gpulib import CudaDriver, GpuLib, device_view
-from handshake import (
+from . import cputime
+from .compare import check_reply, compare_outputs, compare_precision, flatten, same_values
+from .cputime import Spent, TreeTimes
+from .freezer import Freezer, read_memory, write_memory
+from .gpulib import CudaDriver, GpuLib, device_view
+from .handshake import (
     ARM,
     CALIBRATING,
     CALLS,
@@ -69,7 +69,7 @@ from handshake import (
     map_file_tensor,
     span_bytes,
 )
-from sampler import Sampler
+from .sampler import Sampler
 
 # memory the input sets beyond the first may take (twice over: the clock's private staging and the shared buffers):
 # cuda, a 64th of the device's memory up to 2 GiB (sixteen calls of a few tens of microseconds each move that much);

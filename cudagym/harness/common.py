@@ -1,5 +1,6 @@
 """Helpers shared by the two child roles (reference and candidate). Imports only the standard library
-and torch; the children run this folder as top-level modules (``python child.py``), not as cudagym."""
+and torch; the children run the harness as ``cudagym.harness.*`` without the cudagym package's ``__init__``
+(``launch_arguments``)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,25 @@ import types
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
+
+# Runs the module ``sys.argv[1]`` as ``__main__`` like ``python -m`` would, but with ``cudagym`` a bare package whose
+# ``__init__`` never runs: it imports Gymnasium, whose numpy starts BLAS threads on import, and a process with a
+# second thread cannot enter a user namespace (``unshare(CLONE_NEWUSER)`` fails with EINVAL), which a candidate must
+# do before anything else. The harness imports nothing of cudagym outside ``cudagym.harness``.
+_BOOTSTRAP = (
+    "import importlib.util, runpy, sys\n"
+    "sys.modules['cudagym'] = importlib.util.module_from_spec(importlib.util.find_spec('cudagym'))\n"
+    "runpy.run_module(sys.argv.pop(1), run_name='__main__', alter_sys=True)\n"
+)
+
+
+def launch_arguments(module: str) -> list[str]:
+    """The interpreter arguments that run the harness module ``module`` (``cudagym.harness.<name>``) as a process's
+    main module: under the one name it has in the library too, with the working directory kept off ``sys.path``
+    (``-P``: no module of the agent's or the user's folder shadows the harness or torch) and without the package's
+    ``__init__`` (``_BOOTSTRAP``)."""
+    return ["-P", "-c", _BOOTSTRAP, module]
+
 
 # environment variables the evaluator sets for a candidate process (cudagym imports them from here)
 WARMUP_SLOT_ENV = "CUDAGYM_WARMUP_SLOT"  # "LOCK:GATE": the device slot it creates its CUDA context in

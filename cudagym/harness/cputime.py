@@ -30,10 +30,7 @@ import dataclasses
 import os
 import time
 
-try:
-    from freezer import ProcFiles  # a sibling module: the children put the harness folder on sys.path
-except ImportError:
-    from cudagym.harness.freezer import ProcFiles
+from .freezer import ProcFiles
 
 _libc = ctypes.CDLL(None, use_errno=True)
 

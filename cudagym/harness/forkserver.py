@@ -1,6 +1,6 @@
 """The fork server: imports torch and the harness once, then forks a fresh candidate process per request.
 
-Started by ``cudagym.forkserver.ForkServer`` as ``python forkserver.py FD`` (FD: its end of a ``SOCK_SEQPACKET``
+Started by ``cudagym.forkserver.ForkServer`` as ``cudagym.harness.forkserver FD`` (FD: its end of a ``SOCK_SEQPACKET``
 socket pair). Importing torch costs seconds per process; a fork costs milliseconds. CUDA is never touched here, so
 every forked candidate initialises its own CUDA context after the fork (a CUDA context does not survive ``fork``), and
 nothing one candidate does reaches the next: each is a new process, used once, then killed.
@@ -13,7 +13,7 @@ Protocol (JSON, one message per packet):
 * server -> client: ``{"id": N, "pid": P}`` (or ``{"id": N, "error": ...}``), and when that process
   ends ``{"exit": P, "status": WAIT_STATUS}``.
 
-The child becomes what ``python child.py ROLE FD SPEC`` would be: a new session, its own environment,
+The child becomes what ``cudagym.harness.child ROLE FD SPEC`` would be: a new session, its own environment,
 the sandbox and rlimits of SPEC (``child.prepare``: a PID namespace, or else a guard that adopts and kills what
 the candidate orphans), then its role. The server is the child subreaper of everything below it, the second line
 behind those: a process re-parented here (its guard was killed) is killed within ORPHAN_SCAN_S.
@@ -34,6 +34,8 @@ import tempfile
 import traceback
 import warnings
 from typing import Any, NoReturn
+
+from .common import launch_arguments
 
 PR_SET_CHILD_SUBREAPER = 36
 MAX_PACKET = 1 << 20
@@ -62,9 +64,10 @@ def warm_up(preimport: bool) -> None:
     1.2 s per candidate on the CI machine)."""
     if preimport:
         os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"  # is_available() asks NVML, not the driver
-    import candidate  # noqa: F401  (the harness: common, timing, transfer)
     import torch
     import torch.utils._python_dispatch  # recording aten operators
+
+    from . import candidate  # noqa: F401  (the harness: common, timing, transfer)
 
     if preimport:
         import torch._dynamo
@@ -102,7 +105,7 @@ def children_of(pid: int) -> set[int]:
 
 
 def become_child(request: dict[str, Any], fds: list[int], server_fds: list[int]) -> NoReturn:
-    """In the forked process: the child ``python child.py ROLE FD SPEC`` would be. Never returns."""
+    """In the forked process: the child ``cudagym.harness.child ROLE FD SPEC`` would be. Never returns."""
     try:
         sys.dont_write_bytecode = True  # only the server may write the bytecode cache (cudagym/bytecode.py)
         os.setsid()
@@ -128,7 +131,7 @@ def become_child(request: dict[str, Any], fds: list[int], server_fds: list[int])
             os.chdir(request["cwd"])
         spec = request["spec"]
         sys.argv = [os.path.join(os.path.dirname(__file__), "child.py"), request["role"], str(channel_fd), spec]
-        import child
+        from . import child
 
         child.run_role(request["role"], channel_fd, json.loads(spec))
         code = 0
@@ -248,7 +251,8 @@ def main() -> None:
             os.environ.pop("PYTORCH_NVML_BASED_CUDA_CHECK", None)
             os.set_inheritable(sock.fileno(), True)
             flags = ["-B"] if sys.flags.dont_write_bytecode else []  # a server that writes bytecode still does
-            os.execv(sys.executable, [sys.executable, *flags, os.path.abspath(__file__), str(sock.fileno())])
+            arguments = launch_arguments("cudagym.harness.forkserver")
+            os.execv(sys.executable, [sys.executable, *flags, *arguments, str(sock.fileno())])
         if problem:
             raise RuntimeError(problem)
     except BaseException as exc:

@@ -23,7 +23,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
-from inline_request import function_list, request_key, string_list
+from .inline_request import function_list, request_key, string_list
 
 Ask = Callable[[str, dict[str, Any]], dict[str, Any]]
 CPP_EXTENSION = "torch.utils.cpp_extension"

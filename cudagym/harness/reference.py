@@ -17,8 +17,8 @@ import threading
 import time
 from typing import Any
 
-from clock import CandidateSilent, Clock, require_time_slicing
-from common import (
+from .clock import CandidateSilent, Clock, require_time_slicing
+from .common import (
     Channel,
     configure_threads,
     describe_exception,
@@ -29,10 +29,10 @@ from common import (
     to_device,
     warmup_slot,
 )
-from compare import flatten
-from shortcuts import shortcut_report
-from stages import time_candidate, verify
-from timing import TimingConfig, time_callable
+from .compare import flatten
+from .shortcuts import shortcut_report
+from .stages import time_candidate, verify
+from .timing import TimingConfig, time_callable
 
 LARGE_MAGNITUDES = (1e2, 1e3)  # "large" inputs: signed normal values times a magnitude drawn log-uniformly in here
 KEEP_CACHED = 1024**3  # unused device memory the reference process keeps reserved (see ``drop``)

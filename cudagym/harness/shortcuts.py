@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from common import map_tensors
-from compare import flatten, tolerance_excess
+from .common import map_tensors
+from .compare import flatten, tolerance_excess
 
 NEAR_FACTOR = 4.0
 """A shortcut *comes near* when it passes at this many times the tolerance (``atol`` and ``rtol`` alike)."""

@@ -20,10 +20,10 @@ import statistics
 import time
 from typing import Any
 
-from clock import Clock, Handshake
-from compare import same_values
-from cputime import Spent
-from timing import TimingConfig, summarize, time_callable, warm_up
+from .clock import Clock, Handshake
+from .compare import same_values
+from .cputime import Spent
+from .timing import TimingConfig, summarize, time_callable, warm_up
 
 CHECK_SHARE = 0.25  # of all calls, compared in full
 MIN_CHECKED = 3  # compared calls per timing at least

@@ -196,10 +196,7 @@ def load_gpu_library(path: str, device: str) -> Any:
     """The GPU library at ``path`` (``gpulib.GpuLib``), loaded once per process and device."""
     key = (path, device)
     if key not in _LIBRARIES:
-        try:
-            from gpulib import GpuLib  # a sibling module: the children put the harness folder on sys.path
-        except ImportError:
-            from cudagym.harness.gpulib import GpuLib
+        from .gpulib import GpuLib
 
         _LIBRARIES[key] = GpuLib(path, device)
     return _LIBRARIES[key]

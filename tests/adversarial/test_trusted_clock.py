@@ -130,7 +130,8 @@ torch::Tensor relu_forward(torch::Tensor x) {
         ),
         "cpu_time_in_own_code",
     ),
-    # the harness's own modules, imported by name to find and patch the machinery
+    # the harness's modules by their bare names, as when the children ran them from the harness folder: that folder
+    # and the working directory are off the candidate's sys.path (``common.launch_arguments``)
     "imports_the_harness": (
         model_new(f"    def forward(self, x):\n        return {CALL}\n", "import timing\n"),
         "load_error",
@@ -152,6 +153,12 @@ FORGERIES: dict[str, str] = {
     ),
     # work only when the garbage collector is on (the old timing loop switched it off)
     "gc_phase_signal": ("import gc\n_g = [gc][0]\n_real = _g.disable\n_g.disable = lambda: None\n"),
+    # the harness's timing module by the name the library imports it by (the same module the candidate process
+    # runs), every summary it makes divided by 1000: the figures are the reference's, not this module's
+    "patched_harness_timing": (
+        "import cudagym.harness.timing as _t\n_s = _t.summarize\n"
+        "_t.summarize = lambda times, *a, **k: _s([t / 1000.0 for t in times], *a, **k)\n"
+    ),
 }
 
 

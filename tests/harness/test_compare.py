@@ -178,9 +178,7 @@ def test_the_worst_element_of_a_failure_is_reported_against_the_float64_value() 
 TWIN_PROBE = """
 import json, os, sys
 import torch
-import cudagym.harness
-sys.path.insert(0, os.path.dirname(cudagym.harness.__file__))
-from reference import ReferenceServer
+from cudagym.harness.reference import ReferenceServer
 from cudagym.tasks import load
 
 server = ReferenceServer(None)

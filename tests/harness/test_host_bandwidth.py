@@ -14,9 +14,7 @@ import pytest
 SCRIPT = """
 import json, os, subprocess, sys
 import torch
-import cudagym.harness
-sys.path.insert(0, os.path.dirname(cudagym.harness.__file__))  # the siblings, as the reference process has them
-import reference
+from cudagym.harness import reference
 os.sched_setaffinity(0, {{{CPU}}})
 torch.set_num_threads(1)
 quiet = max(reference._copy_bandwidth(128 << 20) for _ in range(3))
