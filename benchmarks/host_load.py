@@ -39,22 +39,19 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-HARNESS = Path(__file__).resolve().parent.parent / "cudagym" / "harness"
-
 CHILD = r"""
 import json, os, statistics, sys, time
-sys.path.insert(0, sys.argv[1])
 import torch
-from timing import CudaRepetition, TimingConfig, time_callable
+from cudagym.harness.timing import CudaRepetition, TimingConfig, time_callable
 
-spec = json.loads(sys.argv[2])
+spec = json.loads(sys.argv[1])
 if spec["pin"]:
     os.sched_setaffinity(0, {0})
 cuda = torch.cuda.is_available()
 device = "cuda" if cuda else "cpu"
 hold = None
 if cuda and spec["library"]:
-    from gpulib import GpuLib as GpuHold
+    from cudagym.harness.gpulib import GpuLib as GpuHold
     hold = GpuHold(spec["library"], 0)
     harness = CudaRepetition("cuda", hold, spec["hold_us"])
 ways = spec["ways"] if cuda else ["sync"]
@@ -183,7 +180,7 @@ def main() -> None:
             started = time.perf_counter()
             with host_load(name, args.compilers, Path(tmp), bool(pin)):
                 proc = subprocess.run(
-                    [sys.executable, "-c", CHILD, str(HARNESS), json.dumps(spec)],
+                    [sys.executable, "-c", CHILD, json.dumps(spec)],
                     capture_output=True,
                     text=True,
                     timeout=args.timeout,

@@ -90,16 +90,15 @@ void grid_stride_launch(const void* x, void* y, int64_t n, void* s) {
 
 CHILD = r"""
 import ctypes, json, sys
-sys.path.insert(0, sys.argv[1])
 import torch
-from timing import TimingConfig, time_callable
+from cudagym.harness.timing import TimingConfig, time_callable
 
-lib = ctypes.CDLL(sys.argv[2])
-numel = int(sys.argv[3])
+lib = ctypes.CDLL(sys.argv[1])
+numel = int(sys.argv[2])
 x = torch.randn(numel, device="cuda")
 y = torch.empty_like(x)
 result = {}
-for name in json.loads(sys.argv[4]):
+for name in json.loads(sys.argv[3]):
     fn = getattr(lib, "grid_stride_launch" if name == "grid_stride" else name)
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
     def call(fn=fn):
@@ -138,13 +137,12 @@ def main() -> None:
     unknown = set(variants) - set(VARIANTS)
     if unknown:
         parser.error(f"unknown variants {sorted(unknown)}; known: {', '.join(VARIANTS)}")
-    harness = Path(__file__).resolve().parent.parent / "cudagym" / "harness"
     runs: list[dict[str, float]] = []
     with tempfile.TemporaryDirectory(prefix="cudagym-stream-") as tmp:
         library = build(Path(tmp), args.arch)
         for _ in range(args.processes):
             proc = subprocess.run(
-                [sys.executable, "-c", CHILD, str(harness), str(library), str(args.numel), json.dumps(variants)],
+                [sys.executable, "-c", CHILD, str(library), str(args.numel), json.dumps(variants)],
                 capture_output=True,
                 text=True,
                 timeout=args.timeout,

@@ -22,11 +22,10 @@ from pathlib import Path
 
 CHILD = r"""
 import json, sys, time
-sys.path.insert(0, sys.argv[1])
 import torch
-from timing import TimingConfig, time_callable
+from cudagym.harness.timing import TimingConfig, time_callable
 
-numel, blocks, idle, mode = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+numel, blocks, idle, mode = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3]), sys.argv[4]
 device = "cuda" if torch.cuda.is_available() else "cpu"
 medians = []
 x = y = None
@@ -56,13 +55,12 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=120.0)
     parser.add_argument("--json")
     args = parser.parse_args()
-    harness = Path(__file__).resolve().parent.parent / "cudagym" / "harness"
     report: dict[str, list[dict[str, object]]] = {}
     for mode in args.modes.split(","):
         report[mode] = []
         for _ in range(args.processes):
             out = subprocess.run(
-                [sys.executable, "-c", CHILD, str(harness), str(args.numel), str(args.blocks), str(args.idle), mode],
+                [sys.executable, "-c", CHILD, str(args.numel), str(args.blocks), str(args.idle), mode],
                 capture_output=True,
                 text=True,
                 timeout=args.timeout,
