@@ -160,3 +160,12 @@ def test_step_latency_refuses_an_unknown_bytecode_setting() -> None:
         timeout=120,
     )
     assert proc.returncode == 2 and "--bytecode-cache takes auto, on, off" in proc.stderr
+
+
+def test_compare_cost_times_the_library_and_the_plain_rules(tmp_path: Path) -> None:
+    out = tmp_path / "compare.json"
+    stdout = run_benchmark("compare_cost.py", "--sizes", "4096,65536", "--runs", "2", "--json", str(out), timeout=300)
+    assert "| elements | tolerance ms | plain | plain / library |" in stdout
+    report = json.loads(out.read_text())
+    assert [r["numel"] for r in report["rows"]] == [4096, 65536]
+    assert all(v > 0 for r in report["rows"] for v in r.values())
