@@ -83,10 +83,18 @@ def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, index:
 def tolerance_excess(exp: Any, act: Any, atol: float, rtol: float, factor: float = 1.0) -> Any:
     """By how much each element of ``act`` misses ``exp``: ``|act - exp| - factor * (atol + rtol * |exp|)``, NaN as
     +inf. The tolerance rule of every comparison: an element passes where its excess is <= 0."""
+    return _excess((act - exp).abs(), exp, atol, rtol, factor)
+
+
+def _excess(err: Any, exp: Any, atol: float, rtol: float, factor: float = 1.0) -> Any:
+    """``tolerance_excess`` from the error ``|act - exp|`` already taken (``err``, left as it is): in place on one
+    temporary where the error and ``|exp|`` share a dtype (large outputs then cost few passes), the same values."""
     import torch
 
-    excess = (act - exp).abs() - factor * (atol + rtol * exp.abs())
-    return torch.nan_to_num(excess, nan=math.inf)
+    tolerance = exp.abs().mul_(rtol).add_(atol).mul_(factor)
+    if tolerance.dtype != err.dtype:
+        return torch.nan_to_num(err - tolerance, nan=math.inf)
+    return tolerance.neg_().add_(err).nan_to_num_(nan=math.inf)
 
 
 def compare_tensor(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, Any]:
@@ -113,10 +121,7 @@ def compare_tensor(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, An
             )
         return fields
     err = (act - exp).abs()
-    if err.dtype == exp.dtype and not err.is_complex():  # the excess in place: large outputs cost few passes
-        excess = exp.abs().mul_(rtol).add_(atol).neg_().add_(err).nan_to_num_(nan=math.inf)
-    else:
-        excess = tolerance_excess(exp, act, atol, rtol)  # NaN in the candidate counts as the worst error
+    excess = _excess(err, exp, atol, rtol)  # NaN in the candidate counts as the worst error
     bad = int(torch.count_nonzero(excess > 0))
     flat = int(torch.argmax(excess.reshape(-1)).item())
     e = float(exp.reshape(-1)[flat].double())

@@ -198,12 +198,11 @@ class Timing:
             # one handshake of timed size checked in full after the timed ones, always (and more while fewer than
             # MIN_CHECKED calls were compared): a candidate honest only for its first calls fails here, whatever
             # share of the earlier calls the random checks happened to take
-            final = True
-            while final or self.checked < MIN_CHECKED:
-                final = False
-                got = self._one(calls, force_check=True)
-                if got is None:
+            while True:
+                if self._one(calls, force_check=True) is None:
                     raise _Stop
+                if self.checked >= MIN_CHECKED:
+                    break
             while self.eager is not None and len(self.eager_ms) < EAGER_SAMPLES:
                 self._eager_sample()
         except _Stop:

@@ -151,10 +151,13 @@ def test_the_bound_and_the_tolerance_check_equal_their_plain_formulas(special: s
     before = act.clone()
     for atol, rtol in ((1e-2, 1e-2), (1e-4, 1e-4)):
         fields = compare_tensor(exp32, act, atol, rtol)
-        excess = tolerance_excess(exp32, act, atol, rtol)
+        excess = torch.nan_to_num((act - exp32).abs() - (atol + rtol * exp32.abs()), nan=float("inf"))
         assert fields["mismatched"] == int((excess > 0).sum()) and fields["passed"] == (fields["mismatched"] == 0)
         assert fields["max_abs_error"] == float(torch.nan_to_num((act - exp32).abs(), nan=float("inf")).max())
         assert fields["worst_index"] == [int(torch.argmax(excess))]
+    for factor in (1.0, 4.0):  # the shortcut probes' rule too, at their "near" factor
+        plain = torch.nan_to_num((act - exp32).abs() - factor * (1e-2 + 1e-2 * exp32.abs()), nan=float("inf"))
+        assert torch.equal(tolerance_excess(exp32, act, 1e-2, 1e-2, factor), plain)
     torch.testing.assert_close(act, before, rtol=0, atol=0, equal_nan=True)  # the candidate's output left as it was
 
 
