@@ -258,7 +258,7 @@ class LocalEvaluator:
         return verification.verify(self, workspace)
 
     def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
-        """Times ModelNew on the reference process's clock (every call on fresh inputs, a random share of the calls
+        """Times ModelNew on the reference process's clock (every call on fresh inputs and every timed call's output
         compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
         torch, and re-validated by eager timed beside the candidate)."""
         return profiling.profile(self, workspace, ncu=ncu)

@@ -198,7 +198,7 @@ class ProfileResult(StageResult):
     timing_fair: bool = True
     baseline_check: str = ""  # the cached baseline against eager timed beside the candidate, in a line
     calls_per_handshake: int = 0  # candidate calls between two readings of the trusted clock
-    checked_calls: int = 0  # timed calls whose output was compared in full (chosen at random after the call)
+    checked_calls: int = 0  # calls whose output was compared in full: every timed one, a random share of warm-up
     # the trusted clock's own figures, for benchmarks and diagnosis: the calibrated cost of a handshake per number of
     # calls and the timed handshakes' median phases (microseconds), every timed handshake's time per call (ms)
     clock: Mapping[str, Any] = dataclasses.field(default_factory=dict)

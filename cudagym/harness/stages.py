@@ -4,13 +4,13 @@ Both are sequences of handshakes that look alike to the candidate. **Verificatio
 fresh input set from a secret seed, every output compared in full; optionally the first set once more, whose output must
 be bitwise the same. **Timing**: warm-up handshakes, then timed ones of ``calls`` calls each (more calls per handshake
 when a call is short, so the handshake's own cost, calibrated and taken off, and its noise weigh less:
-``Timing._calls_per_handshake``), every call on a fresh input set. A random share of all calls (``CHECK_SHARE``, drawn
-after the call, so the candidate cannot know which) is compared in full like a verification check, and the timing ends
-with one handshake of timed size compared in full, so a candidate honest only for its first calls always fails. A
-candidate that skips a random share of its calls is caught with a probability that grows with the number of compared
-calls (an open weakness while the median also takes unchecked handshakes: issue 19). Between handshakes eager PyTorch
-is timed a few times on fresh inputs, the same trusted way as the cached baseline (``timing.py``), so the evaluator
-can tell a stale baseline from a busy machine.
+``Timing._calls_per_handshake``), every call on a fresh input set. **Every call of every timed handshake is compared
+in full** like a verification check, so the median is made of handshakes whose every output was right: a candidate
+that skips, caches or finishes late on any call the median takes fails, whatever share of its calls it cheats on and
+however it picks them. Warm-up handshakes, which only size the timed ones, have a random share of their calls
+(``WARM_UP_CHECK_SHARE``, drawn after the call) compared. Between handshakes eager PyTorch is timed a few times on fresh
+inputs, the same trusted way as the cached baseline (``timing.py``), so the evaluator can tell a stale baseline from a
+busy machine.
 """
 
 from __future__ import annotations
@@ -27,8 +27,7 @@ from .compare import same_values
 from .cputime import Spent
 from .timing import TimingConfig, summarize, time_callable, warm_up
 
-CHECK_SHARE = 0.25  # of all calls, compared in full
-MIN_CHECKED = 3  # compared calls per timing at least
+WARM_UP_CHECK_SHARE = 0.25  # of the warm-up calls, compared in full (every timed call is)
 # calls per handshake: enough for the work of a handshake to reach this (cuda, cpu) unless ``TimingConfig.handshake_us``
 # says otherwise, so that the handshake's own cost, calibrated and taken off, and its noise weigh little per call (on
 # cuda a handshake's round trip of two context switches is ~0.3 ms with noise of tens of microseconds)
@@ -127,9 +126,9 @@ class Timing:
         self.handshakes = 0
         self.queued = 0  # cuda: timed handshakes whose calls the candidate had queued before the go
 
-    def _one(self, calls: int, *, force_check: bool = False) -> list[float] | None:
-        """One handshake of ``calls`` calls on fresh inputs, a random share checked; its per-call time, or None
-        when the stage has failed."""
+    def _one(self, calls: int, *, check_all: bool) -> list[float] | None:
+        """One handshake of ``calls`` calls on fresh inputs, every call compared (``check_all``) or a random share;
+        its per-call time, or None when the stage has failed."""
         clock = self.clock
         for k in range(calls):
             clock.stage_inputs(k, secrets.randbits(62), "task")
@@ -140,7 +139,7 @@ class Timing:
             self.error = record.error
             return None
         for k in range(calls):
-            if force_check or secrets.randbelow(1_000_000) < CHECK_SHARE * 1_000_000:
+            if check_all or secrets.randbelow(1_000_000) < WARM_UP_CHECK_SHARE * 1_000_000:
                 check = clock.check(record, k, self.atol, self.rtol, self.checked, self.precision)["check"]
                 self.checked += 1
                 if not check["passed"] or not check.get("inputs_unchanged", True):
@@ -153,7 +152,7 @@ class Timing:
         if record.cpu is not None:
             self.ran.append(record.cpu)
         clock.poison(record)
-        return [clock.per_call_us(record) / 1e3] * 1
+        return [clock.per_call_us(record) / 1e3]
 
     def _eager_sample(self) -> None:
         """Eager PyTorch timed a few times on the fresh inputs of set 0, by the baselines' own method."""
@@ -175,7 +174,7 @@ class Timing:
         times: list[float] = []
 
         def warm() -> float:
-            got = self._one(1)
+            got = self._one(1, check_all=False)
             if got is None:
                 raise _Stop
             times.extend(got)
@@ -187,21 +186,13 @@ class Timing:
             timed: list[float] = []
             start = time.perf_counter()
             while len(timed) < config.max_reps:
-                got = self._one(calls)
+                got = self._one(calls, check_all=True)
                 if got is None:
                     raise _Stop
                 timed.extend(got)
                 if len(timed) % EAGER_EVERY == 0 and self.eager is not None:
                     self._eager_sample()
                 if len(timed) >= config.min_reps and time.perf_counter() - start >= config.budget_seconds:
-                    break
-            # one handshake of timed size checked in full after the timed ones, always (and more while fewer than
-            # MIN_CHECKED calls were compared): a candidate honest only for its first calls fails here, whatever
-            # share of the earlier calls the random checks happened to take
-            while True:
-                if self._one(calls, force_check=True) is None:
-                    raise _Stop
-                if self.checked >= MIN_CHECKED:
                     break
             while self.eager is not None and len(self.eager_ms) < EAGER_SAMPLES:
                 self._eager_sample()
@@ -269,7 +260,8 @@ class Timing:
         )
         resolution = self.clock.calibration.resolution_us(calls) if calls else 0.0
         return (
-            f"trusted clock: {where}; calibrated handshake cost taken off; {calls} call(s) per handshake; "
+            f"trusted clock: {where}; calibrated handshake cost taken off; {calls} call(s) per handshake, every "
+            "output compared in full; "
             f"resolution {resolution:.1f} us per call (a faster call reads as that)"
         )
 

@@ -1,5 +1,5 @@
-"""The profile stage: ModelNew timed on the reference process's clock (every call on fresh inputs, a random share of
-the calls compared in full), compared with the eager and torch.compile baselines (``baselines``), and the run-time
+"""The profile stage: ModelNew timed on the reference process's clock (every call on fresh inputs and every timed
+call's output compared in full), compared with the eager and torch.compile baselines (``baselines``), and the run-time
 integrity checks judged (``cudagym.integrity.runtime``: own kernels, the roofline bound, ...). Its result:
 ``ProfileResult``."""
 
@@ -43,7 +43,7 @@ CLOCK_FIELDS = (
 def profile(
     ev: LocalEvaluator, workspace: Workspace, *, ncu: bool = False, compiled: CompileResult | None = None
 ) -> ProfileResult:
-    """Times ModelNew on the reference process's clock (every call on fresh inputs, a random share of the calls
+    """Times ModelNew on the reference process's clock (every call on fresh inputs and every timed call's output
     compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
     torch, and re-validated by eager timed beside the candidate)."""
     start = time.monotonic()

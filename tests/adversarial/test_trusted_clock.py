@@ -3,9 +3,10 @@ clock (harness/clock.py) and its checks stand in the way.
 
 Two kinds of fixture:
 
-* attacks that change what a timed call returns (skipping work once verification is over, caching, finishing
-  in the background after saying done, phase detection by call count): each must end at tier -1, caught by the
-  random full comparison of timed calls or by the freeze that stops the candidate before its outputs are read;
+* attacks that change what a timed call returns (skipping work once verification is over or on a share of the
+  calls, caching, finishing in the background after saying done, phase detection by call count): each must end at
+  tier -1, caught by the full comparison of every timed call or by the freeze that stops the candidate before its
+  outputs are read;
 * attacks on the candidate process's own view of time (patched ``statistics.median``, timers, the garbage
   collector's phase signal): these cannot change a number that decides the reward any more, so the assertion is
   that the profile reports the honest solution's time, not the forged one.
@@ -66,6 +67,35 @@ CAUGHT: dict[str, tuple[dict[str, str], str | tuple[str, ...]]] = {
   static int calls = 0;
   auto y = torch::empty_like(x);
   if (++calls <= 4) relu_kernel(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}"""
+        ),
+        ("mismatch", "invalid_output"),
+    ),
+    # honest for as many calls as a verification makes, then no work on every other call: with a random share of the
+    # timed calls compared, a skip pattern like this escaped at times and took its halved time into the median; every
+    # timed call is compared, so the median can take no skipped call
+    "skips_every_other_timed_call": (
+        binding(
+            """torch::Tensor relu_forward(torch::Tensor x) {
+  static int calls = 0;
+  auto y = torch::empty_like(x);
+  if (++calls <= 4 || calls % 2 == 1) relu_kernel(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
+  return y;
+}"""
+        ),
+        ("mismatch", "invalid_output"),
+    ),
+    # no work on calls drawn at random (three in four after the first two: the few calls these tests make would let
+    # a smaller share through by luck; tests/harness/test_stages.py shows that one skipped timed call always fails)
+    "skips_random_calls": (
+        binding(
+            """#include <random>
+torch::Tensor relu_forward(torch::Tensor x) {
+  static int calls = 0;
+  static std::mt19937 draw{std::random_device{}()};
+  auto y = torch::empty_like(x);
+  if (++calls <= 2 || draw() % 4 == 0) relu_kernel(x.data_ptr<float>(), y.data_ptr<float>(), x.numel());
   return y;
 }"""
         ),
@@ -174,7 +204,10 @@ def honest_ms(env: CudaKernelEnv) -> float:
     write_all(env, relu_solution())
     obs, _, _, _, info = env.step(tool_call("profile"))
     assert info["status"] == "ok", obs
-    return info["result"]["candidate_ms"]
+    result = info["result"]
+    # the honest kernel passes the full comparison of every timed call
+    assert result["checked_calls"] >= result["repetitions"] * result["calls_per_handshake"] > 0, result
+    return result["candidate_ms"]
 
 
 # the work split over eight threads while the thread that answers waits: each thread runs an eighth, so a clock that

@@ -5,6 +5,7 @@ for a call's time (with a stand-in clock)."""
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from typing import Any
 
 import pytest
@@ -67,3 +68,85 @@ def test_calls_per_handshake_reach_the_target(
     harness: Any, handshake_us: float | None, one_call_ms: float, expected: int
 ) -> None:
     assert _timing(harness, handshake_us)._calls_per_handshake(one_call_ms) == expected
+
+
+class _ScriptedCandidate:
+    """A stand-in clock whose candidate answers every call at a fixed time per call, right except on the calls of
+    ``wrong`` (counted over the whole timing, warm-up included); what the timing reads of a real clock, no more."""
+
+    cuda = False
+    cpu_method = "scripted"
+
+    def __init__(self, harness: Any, wrong: set[int], calls: int):
+        self.calibration = harness("clock").Calibration()
+        self.wrong, self.calls = wrong, calls
+        self.answered = 0  # calls answered so far
+        self.checked: list[int] = []  # the calls compared, by their number
+
+    def call_counts(self) -> list[int]:
+        return [1 << i for i in range(self.calls.bit_length())]
+
+    def stage_inputs(self, call: int, seed: int, kind: str) -> None:
+        pass
+
+    def handshake(self, sets: list[int], deadline: float) -> Any:
+        first, self.answered = self.answered, self.answered + len(sets)
+        return _Record(first, len(sets))
+
+    def check(self, record: Any, call: int, atol: float, rtol: float, index: int, precision: str) -> dict[str, Any]:
+        number = record.first + call
+        self.checked.append(number)
+        return {"check": {"index": index, "passed": number not in self.wrong, "inputs_unchanged": True}}
+
+    def per_call_us(self, record: Any) -> float:
+        return 100.0
+
+    def clock_slowed(self, record: Any) -> bool:
+        return False
+
+    clock_quickened = clock_slowed
+
+    def poison(self, record: Any) -> None:
+        pass
+
+    def sampled(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclasses.dataclass
+class _Record:
+    first: int  # the number of the handshake's first call
+    calls: int
+    error: Any = None
+    description: dict[str, Any] = dataclasses.field(default_factory=dict)
+    phases_us: list[float] = dataclasses.field(default_factory=lambda: [1.0])
+    cpu: Any = None
+    queued: int = 0
+
+
+def _time(harness: Any, clock: _ScriptedCandidate) -> dict[str, Any]:
+    TimingConfig = harness("timing").TimingConfig
+    # four warm-up calls, then twelve timed handshakes of four calls (400 us of 100 us calls)
+    config = TimingConfig(warmup=4, warmup_seconds=0.0, min_reps=12, max_reps=12, budget_seconds=0.0)
+    config = dataclasses.replace(config, handshake_us=400.0)
+    return harness("stages").Timing(clock, config, None, 0.0, 0.0, 60.0).run()  # type: ignore[arg-type]
+
+
+def test_every_timed_call_is_compared_so_the_median_takes_no_unchecked_handshake(harness: Any) -> None:
+    clock = _ScriptedCandidate(harness, set(), calls=4)
+    reply = _time(harness, clock)
+    assert reply["failure"] is None and reply["median_ms"] == 0.1, reply
+    timed = range(4, 4 + 12 * reply["calls_per_handshake"])  # after the four warm-up calls
+    assert reply["calls_per_handshake"] == 4 and set(timed) <= set(clock.checked), clock.checked
+    assert reply["checked_calls"] == len(clock.checked)
+
+
+@pytest.mark.parametrize("trial", range(8))
+def test_one_wrong_timed_call_anywhere_fails_the_timing(harness: Any, trial: int) -> None:
+    # the attack a random share of checks lets through most of the time: a candidate wrong on a single call of the
+    # timed ones (here one drawn at random; a real one skips a random share), the one call whose work it saved
+    wrong = 4 + secrets.randbelow(12 * 4)
+    clock = _ScriptedCandidate(harness, {wrong}, calls=4)
+    reply = _time(harness, clock)
+    assert reply["failure"] is not None and not reply["failure"]["passed"], (wrong, reply)
+    assert reply["median_ms"] is None and clock.checked[-1] == wrong, (wrong, clock.checked)
