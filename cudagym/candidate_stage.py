@@ -20,15 +20,26 @@ import contextlib
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from cudagym.candidate_messages import Step, read
 from cudagym.candidate_pool import CandidatePool
+from cudagym.harness.protocol import (
+    Attach,
+    Calibrate,
+    Detach,
+    EndCandidate,
+    TimeCandidate,
+    Timed,
+    Verified,
+    VerifyCandidate,
+)
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import KernelTime
 from cudagym.sandbox import Child
 
 SILENT_GRACE_S = 1.0
+HeardT = TypeVar("HeardT", Verified, Timed)
 
 
 class CandidateStage:
@@ -74,26 +85,27 @@ class CandidateStage:
             return False
         with self.device_slot("attach"):  # the reference draws the stage's input sets on the device
             reply = self.ref.call(
-                "attach",
-                exchange=child.exchange,
-                root_pid=child.proc.pid,
-                gpu_library=self.gpu_library,
-                symbols_dir=self.symbols_dir,
-                hang_s=self.hang_s,
+                Attach(
+                    exchange=child.exchange,
+                    root_pid=child.proc.pid,
+                    gpu_library=self.gpu_library,
+                    symbols_dir=self.symbols_dir,
+                    hang_s=self.hang_s,
+                )
             )
         self.attached = True
-        self.max_calls = int(reply.get("max_calls", 1))
-        self.moved_bytes = int(reply.get("bytes", 0))
-        child.send({**self.make_job(Path(child.exchange)), "link": reply["link"]})
+        self.max_calls = reply.max_calls
+        self.moved_bytes = reply.bytes
+        child.send({**self.make_job(Path(child.exchange)), "link": reply.link})
         return self.pool.await_stage(child, Step.CALIBRATING, self.deadline) is not None
 
     def calibrate(self) -> bool:
         """Step 3, first half: False when the candidate stopped answering during calibration."""
-        reply = self.ref.call("calibrate", timeout=self.remaining() + 5, seconds=self.remaining())
-        if reply.get("silent"):
-            self.silent = reply["silent"]
+        reply = self.ref.call(Calibrate(seconds=self.remaining()), timeout=self.remaining() + 5)
+        if reply.silent:
+            self.silent = reply.silent
             return False
-        self.calibration = reply.get("total_us", {})
+        self.calibration = reply.total_us
         return True
 
     def await_ready(self) -> bool:
@@ -101,11 +113,23 @@ class CandidateStage:
         assert self.child is not None
         return self.pool.await_stage(self.child, Step.READY, self.deadline) is not None
 
-    def run(self, command: str, **arguments: Any) -> dict[str, Any] | None:
-        """Step 4: ``verify_candidate`` or ``time_candidate`` in the reference; None when the candidate went silent."""
-        reply = self.ref.call(command, timeout=self.remaining() + 5, seconds=self.remaining(), **arguments)
-        if reply.get("silent"):
-            self.silent = reply["silent"]
+    def verify(
+        self, plan: list[tuple[int, str]], repeat_first: bool, atol: float, rtol: float, precision: str
+    ) -> Verified | None:
+        """Step 4 of a verify (``VerifyCandidate``, within what is left of the stage); None when the candidate went
+        silent."""
+        seconds = self.remaining()
+        request = VerifyCandidate(plan, repeat_first, atol, rtol, seconds, precision)
+        return self._heard(self.ref.call(request, timeout=seconds + 5))
+
+    def time(self, timing: dict[str, Any], atol: float, rtol: float, precision: str) -> Timed | None:
+        """Step 4 of a profile (``TimeCandidate``), as ``verify``."""
+        seconds = self.remaining()
+        return self._heard(self.ref.call(TimeCandidate(timing, atol, rtol, seconds, precision), timeout=seconds + 5))
+
+    def _heard(self, reply: HeardT) -> HeardT | None:
+        if reply.silent:
+            self.silent = reply.silent
             return None
         return reply
 
@@ -114,7 +138,7 @@ class CandidateStage:
         ``SILENT_GRACE_S`` to end, not the rest of the stage: a hung kernel costs its hang bound and the kill."""
         assert self.child is not None
         if self.attached:
-            self.ref.call("end_candidate")
+            self.ref.call(EndCandidate())
         deadline = min(self.deadline, time.monotonic() + SILENT_GRACE_S) if self.silent else self.deadline
         finished, code = self.pool.finish(self.child, deadline)
         self.detach()
@@ -123,7 +147,7 @@ class CandidateStage:
     def detach(self) -> None:
         if self.attached and self.ref.alive:
             self.attached = False
-            self.ref.call("detach")
+            self.ref.call(Detach())
 
     def kernels(self) -> tuple[KernelTime, ...]:
         """The candidate's per-kernel device time over the stage (its word), when it reported a readable one."""

@@ -32,6 +32,7 @@ from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool
 from cudagym.eval_config import EvalConfig, resolve_timing, resolve_tuning
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
+from cudagym.harness.protocol import Load, Memory
 from cudagym.harness.timing import TimingConfig
 from cudagym.inline_build import InlineBuilder
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
@@ -207,20 +208,21 @@ class LocalEvaluator:
             self._loaded_task = None
         if self._loaded_task != task.id:
             reply = self._reference.call(
-                "load",
-                source=task.source_for(self.backend.name),
-                device=self.backend.device,
-                dtype=task.metadata.dtype,
-                weight_seed=secrets.randbits(62),
-                threads=self.backend.threads,
+                Load(
+                    source=task.source_for(self.backend.name),
+                    device=self.backend.device,
+                    dtype=task.metadata.dtype,
+                    weight_seed=secrets.randbits(62),
+                    threads=self.backend.threads,
+                )
             )
-            if reply.get("leaked_bytes", 0) > self.tuning.max_leaked_bytes:
+            if reply.leaked_bytes > self.tuning.max_leaked_bytes:
                 # device memory mapped by killed candidates is only returned when this process ends
                 self._reference.close()
                 self._reference = None
                 return self.reference()
-            self._eval_mode = bool(reply.get("eval_mode"))
-            self._peak_bandwidth = reply.get("peak_bytes_per_s")
+            self._eval_mode = reply.eval_mode
+            self._peak_bandwidth = reply.peak_bytes_per_s
             self._loaded_task = task.id
         return self._reference
 
@@ -309,10 +311,10 @@ class LocalEvaluator:
         reference = self._reference
         if not self.backend.is_cuda or reference is None or not reference.alive:
             return None
-        reply = reference.poll("memory", timeout=30.0)
+        reply = reference.poll(Memory(), timeout=30.0)
         if reply is None:
             return None
-        return int(reply.get("peak_reserved_bytes") or 0) or None
+        return reply.peak_reserved_bytes or None
 
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""

@@ -13,6 +13,7 @@ import secrets
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from cudagym.harness.protocol import Shortcuts
 from cudagym.tasks.degeneracy import KindProbe, VerdictStore, decide, task_verdict_key
 from cudagym.tasks.input_verdict import InputVerdict
 from cudagym.tasks.task import Task
@@ -62,12 +63,12 @@ def probe_verdict(
             return ready[kind]
         seeds = [secrets.randbits(62) for _ in range(sets)]
         try:
-            report = ref.call("shortcuts", seeds=seeds, kinds=[kind] * sets, atol=atol, rtol=rtol)["report"]
+            report = ref.call(Shortcuts(seeds=seeds, kinds=[kind] * sets, atol=atol, rtol=rtol))
         except RuntimeError as exc:
             if kind in declared or not ref.alive:
                 raise
             logger.info("input kind %r is unusable for this task: %s", kind, exc)
             return KindProbe.failed(kind)
-        return KindProbe.from_report(kind, report)
+        return KindProbe.from_report(report)
 
     return decide(declared, probe)

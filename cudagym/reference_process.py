@@ -1,5 +1,6 @@
-"""The trusted reference process as seen from the environment: request/response over its stdin and the
-private channel (see :mod:`cudagym.harness.reference` for the side that runs the task's reference)."""
+"""The trusted reference process as seen from the environment: typed requests over its stdin and typed replies on
+the private channel (``cudagym/harness/protocol.py``; :mod:`cudagym.harness.reference` is the side that runs the
+task's reference)."""
 
 from __future__ import annotations
 
@@ -7,9 +8,19 @@ import dataclasses
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cudagym.backends import Backend
+from cudagym.harness.protocol import (
+    Failed,
+    Preload,
+    ProtocolError,
+    ReplyT,
+    Request,
+    Shutdown,
+    decode_reply,
+    encode_request,
+)
 from cudagym.sandbox import Child
 
 if TYPE_CHECKING:
@@ -43,36 +54,40 @@ class ReferenceProcess:
             output = self.child.output.text()
             self.child.kill()
             raise RuntimeError(f"the reference process did not start: {output[-2000:]}")
-        self.call("preload", compiler=preload_compiler, device=backend.device)
+        self.call(Preload(compiler=preload_compiler, device=backend.device))
 
-    def call(self, command: str, timeout: float | None = None, **args: Any) -> dict[str, Any]:
+    def call(self, request: Request[ReplyT], timeout: float | None = None) -> ReplyT:
+        """Sends ``request`` and returns its reply; raises RuntimeError where the process failed, refused or
+        answered out of protocol (``timeout``: seconds, else ``EvalConfig.reference_timeout``)."""
         with self._lock:
-            return self._exchange(command, timeout, args)
+            return self._exchange(request, timeout)
 
-    def poll(self, command: str, timeout: float | None = None, **args: Any) -> dict[str, Any] | None:
+    def poll(self, request: Request[ReplyT], timeout: float | None = None) -> ReplyT | None:
         """``call``, but None at once where another call is in flight (a look that must not wait for a stage)."""
         if not self._lock.acquire(blocking=False):
             return None
         try:
-            return self._exchange(command, timeout, args)
+            return self._exchange(request, timeout)
         finally:
             self._lock.release()
 
-    def _exchange(self, command: str, timeout: float | None, args: dict[str, Any]) -> dict[str, Any]:
-        """One request and its reply (the caller holds the lock); raises where the process failed or refused."""
-        self.child.send({"command": command, **args})
-        reply = self.child.receive(time.monotonic() + (timeout or self.timeout))
-        if reply is None:
+    def _exchange(self, request: Request[ReplyT], timeout: float | None) -> ReplyT:
+        """One request and its reply (the caller holds the lock)."""
+        command = request.command
+        self.child.send(encode_request(request))
+        raw = self.child.receive(time.monotonic() + (timeout or self.timeout))
+        if raw is None:
             detail = self.child.output.text(wait=0.1)[-3000:] if not self.child.alive else "no reply in time"
             self.child.kill()
             raise RuntimeError(f"reference process failed during {command}: {detail}")
-        if not reply.get("ok"):
-            error = reply.get("error", {})
-            logger.debug("reference %s failed:\n%s", command, error.get("traceback", ""))
-            message = str(error.get("message", "")).strip().splitlines()
-            raise RuntimeError(
-                f"reference {command} failed: {error.get('type')}: {message[0][:500] if message else ''}"
-            )
+        try:
+            reply = decode_reply(request, raw)
+        except ProtocolError as exc:
+            raise RuntimeError(f"reference {command}: a reply out of protocol: {exc}") from exc
+        if isinstance(reply, Failed):
+            logger.debug("reference %s failed:\n%s", command, reply.error.traceback)
+            message = reply.error.message.strip().splitlines()
+            raise RuntimeError(f"reference {command} failed: {reply.error.type}: {message[0][:500] if message else ''}")
         return reply
 
     @property
@@ -83,7 +98,7 @@ class ReferenceProcess:
         """Asks the process to end (when no call is in flight) and kills it; a call in flight then fails."""
         if self.child.alive and self._lock.acquire(timeout=0.5):
             try:
-                self.child.send({"command": "shutdown"})
+                self.child.send(encode_request(Shutdown()))
                 self.child.receive(time.monotonic() + 2)
             finally:
                 self._lock.release()

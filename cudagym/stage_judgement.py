@@ -9,56 +9,66 @@ from __future__ import annotations
 
 import dataclasses
 import statistics
-from typing import Any
 
+from cudagym.harness.protocol import Check, Observation, Samples, Timed, Verified
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.results import CheckResult, IntegrityFinding
 
 
-def check_result(data: dict[str, Any]) -> CheckResult:
-    """A ``CheckResult`` from a reference check reply (unknown keys dropped)."""
-    fields = {f.name for f in dataclasses.fields(CheckResult)}
-    values = {k: v for k, v in data.items() if k in fields}
-    if values.get("worst_index") is not None:
-        values["worst_index"] = tuple(values["worst_index"])
-    return CheckResult(**values)
+def check_result(check: Check) -> CheckResult:
+    """The result of one check as the evaluator reports it (the reference's ``Check`` without the findings it
+    carries: determinism and unchanged inputs become integrity findings)."""
+    return CheckResult(
+        index=check.index,
+        passed=check.passed,
+        max_abs_error=check.max_abs_error,
+        max_rel_error=check.max_rel_error,
+        worst_index=check.worst_index,
+        expected=check.expected,
+        actual=check.actual,
+        mismatched=check.mismatched,
+        total=check.total,
+        output=check.output,
+        problem=check.problem,
+        precision_ratio=check.precision_ratio,
+    )
 
 
 def observed_findings(
-    observed: dict[str, Any], policy: IntegrityPolicy, sampled: dict[str, Any] | None = None
+    observed: Observation, policy: IntegrityPolicy, sampled: Samples | None
 ) -> list[IntegrityFinding]:
     """The findings on what the candidate said about its calls (every call of the stage), and on where the kernel
     saw its threads run (cpu)."""
     return [
         runtime.sampled_own_code(sampled, policy),
-        runtime.no_aliasing(bool(observed.get("aliases_input"))),
-        runtime.trusted_functions(list(observed.get("replaced", []))),
-        runtime.no_threads(int(observed.get("threads_started", 0))),
-        runtime.torch_compute(list(observed.get("ops", [])), policy),
+        runtime.no_aliasing(observed.aliases_input),
+        runtime.trusted_functions(observed.replaced),
+        runtime.no_threads(observed.threads_started),
+        runtime.torch_compute(observed.ops, policy),
     ]
 
 
 def verify_outcome(
-    reply: dict[str, Any] | None, policy: IntegrityPolicy, repeat: bool
+    reply: Verified | None, policy: IntegrityPolicy, repeat: bool
 ) -> tuple[list[CheckResult], list[IntegrityFinding]]:
     """The checks a verification ran and its integrity findings (none when it did not run)."""
     if reply is None:
         return [], []
-    checks = [check_result(c) for c in reply.get("checks", [])]
-    findings = observed_findings(reply.get("observed", {}), policy, reply.get("sampled"))
-    changed = [i for i, c in enumerate(reply.get("checks", [])) if c.get("inputs_unchanged") is False]
+    checks = [check_result(c) for c in reply.checks]
+    findings = observed_findings(reply.observed, policy, reply.sampled)
+    changed = [i for i, c in enumerate(reply.checks) if c.inputs_unchanged is False]
     findings.insert(0, runtime.inputs_unchanged(not changed, changed or None))
-    if repeat and checks and "deterministic" in reply["checks"][-1]:
-        findings.append(runtime.deterministic(bool(reply["checks"][-1]["deterministic"])))
+    if repeat and reply.checks and reply.checks[-1].deterministic is not None:
+        findings.append(runtime.deterministic(reply.checks[-1].deterministic))
     return checks, findings
 
 
-def timing_findings(reply: dict[str, Any], policy: IntegrityPolicy) -> list[IntegrityFinding]:
-    """The findings of a timing's randomly checked calls and of the candidate's observations over every call."""
-    failure = reply.get("failure") or {}
-    findings = [runtime.inputs_unchanged(failure.get("inputs_unchanged") is not False, None)]
-    return findings + observed_findings(reply.get("observed", {}), policy, reply.get("sampled"))
+def timing_findings(reply: Timed, policy: IntegrityPolicy) -> list[IntegrityFinding]:
+    """The findings of a timing's checked calls and of the candidate's observations over every call."""
+    unchanged = reply.failure is None or reply.failure.inputs_unchanged is not False
+    findings = [runtime.inputs_unchanged(unchanged, None)]
+    return findings + observed_findings(reply.observed, policy, reply.sampled)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -131,16 +141,16 @@ def judge_baselines(
     return BaselineVerdict(cached_eager, cached_compile, True, False, f"{said}: agree")
 
 
-def calibration_problem(reply: dict[str, Any]) -> str | None:
+def calibration_problem(reply: Timed) -> str | None:
     """Why a timing's figure cannot be trusted because of the clock's calibration, or None. On cuda, when the clock's
     own phases ran clearly faster during a quarter of the timed handshakes than while it calibrated, the calibration
     was taken beside other work on the device and takes off more than a handshake costs now: the candidate would
     read faster than it is. (A calibration with no steady round only makes the profile not fair: the round kept
     takes off least, which can only make the candidate read slower.)"""
-    quickened = int(reply.get("clock_quickened", 0))
-    if quickened * 4 > max(1, int(reply.get("handshakes", 0))):
+    quickened = reply.clock_quickened
+    if quickened * 4 > max(1, reply.handshakes):
         return (
             "The device was busy while the trusted clock calibrated (its own work ran faster during "
-            f"{quickened} of {reply.get('handshakes')} timed handshakes): no figure is trusted; profile again."
+            f"{quickened} of {reply.handshakes} timed handshakes): no figure is trusted; profile again."
         )
     return None

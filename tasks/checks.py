@@ -26,10 +26,11 @@ from cudagym.backends import Backend, find_toolchain
 from cudagym.build import default_cache_dir
 from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig, ReferenceProcess
+from cudagym.harness.protocol import CheckTask, Load
 from cudagym.harness.timing import METHOD_REVISION
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
 from cudagym.tasks.degeneracy import KindProbe, VerdictStore
-from cudagym.tasks.input_verdict import DEGENERATE_MAX_TIER, KIND_NAMES, SHORTCUTS, InputVerdict
+from cudagym.tasks.input_verdict import DEGENERATE_MAX_TIER, KIND_NAMES, InputVerdict
 from cudagym.tasks.task import Task
 
 CHECKED_KINDS = ("task", "normal")
@@ -119,24 +120,26 @@ def check_task(
         ref = reference or _reference_process(backend, config, folder)
         try:
             ref.call(
-                "load",
-                source=task.source_for(backend.name),
-                device=backend.device,
-                dtype=task.metadata.dtype,
-                weight_seed=secrets.randbits(62),
-                threads=backend.threads,
+                Load(
+                    source=task.source_for(backend.name),
+                    device=backend.device,
+                    dtype=task.metadata.dtype,
+                    weight_seed=secrets.randbits(62),
+                    threads=backend.threads,
+                )
             )
             checked = [kind for kind in declared if kind in CHECKED_KINDS] or [declared[0]]
             kinds = [kind for kind in checked for _ in range(runs)]
             report = ref.call(
-                "check_task",
-                seeds=[secrets.randbits(62) for _ in kinds],
-                kinds=kinds,
-                atol=atol,
-                rtol=rtol,
-                timing=dataclasses.asdict(timing),
-            )["report"]
-            known = {kind: KindProbe.from_report(kind, _part(report, kinds, kind)) for kind in checked}
+                CheckTask(
+                    seeds=[secrets.randbits(62) for _ in kinds],
+                    kinds=kinds,
+                    atol=atol,
+                    rtol=rtol,
+                    timing=dataclasses.asdict(timing),
+                )
+            )
+            known = {kind: KindProbe.from_report(report.part(kind)) for kind in checked}
             inputs = probe_verdict(ref, declared, atol, rtol, sets=runs, known=known)
         finally:
             if own:
@@ -144,26 +147,20 @@ def check_task(
     except (RuntimeError, ValueError, SyntaxError) as exc:
         return TaskCheck(task.id, error=str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__)
     VerdictStore(folder).write(verdict_key_for(task, backend.name, config), inputs, task.id)
-    own_kind = _part(report, kinds, declared[0])
+    own_kind = report.part(declared[0]).passes
     result = TaskCheck(
         task.id,
-        deterministic=bool(report["deterministic"]),
-        finite=bool(report["finite"]),
+        deterministic=report.deterministic,
+        finite=report.finite,
         zeros_pass=all(own_kind["zeros"]),
         constant_pass=all(own_kind["constant"]),
         input_pass=all(own_kind["input"]),
         input_independent=len(own_kind["independent"]) > 1 and all(own_kind["independent"][1:]),
         inputs=inputs,
-        eager_ms=report.get("eager_ms"),
+        eager_ms=report.eager_ms,
     )
-    _remember_eager(task, backend, report.get("eager_ms"), folder)
+    _remember_eager(task, backend, report.eager_ms, folder)
     return result
-
-
-def _part(report: dict[str, Any], kinds: list[str], kind: str) -> dict[str, list[bool]]:
-    """The per-set lists of ``report`` for the sets of one kind."""
-    keys = [*SHORTCUTS, *(f"{name}_near" for name in SHORTCUTS), "finite_sets"]
-    return {key: [value for value, k in zip(report[key], kinds, strict=True) if k == kind] for key in keys}
 
 
 def _remember_eager(task: Task, backend: Backend, eager_ms: float | None, cache_dir: Path) -> None:

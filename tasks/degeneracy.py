@@ -27,9 +27,10 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+from cudagym.harness.protocol import ShortcutReport
 from cudagym.tasks.input_verdict import SHORTCUTS, InputVerdict
 from cudagym.tasks.task import Task
 
@@ -67,19 +68,22 @@ class KindProbe:
         return self.usable and shortcut not in self.near
 
     @classmethod
-    def from_report(cls, kind: str, report: Mapping[str, Sequence[bool]]) -> KindProbe:
+    def from_report(cls, report: ShortcutReport) -> KindProbe:
         """From the reference's per-set report (``shortcut_report`` in ``cudagym/harness/shortcuts.py``) of sets that
-        are all of ``kind``; ``independent`` is judged from the second set on (the first has no predecessor)."""
+        are all of one kind; ``independent`` is judged from the second set on (the first has no predecessor)."""
+        kinds = set(report.kinds)
+        if len(kinds) != 1:
+            raise ValueError(f"a probe is of one input kind, the report has {sorted(kinds)}")
         always, near = set(), set()
         for name in SHORTCUTS:
             skip = 1 if name == "independent" else 0
-            passed, close = list(report[name])[skip:], list(report[f"{name}_near"])[skip:]
+            passed, close = report.passes[name][skip:], report.near[name][skip:]
             if passed and all(passed):
                 always.add(name)
             if any(close):
                 near.add(name)
-        finite = list(report.get("finite_sets", ()))
-        return cls(kind, frozenset(always), frozenset(near), bool(finite) and all(finite))
+        finite = report.finite_sets
+        return cls(kinds.pop(), frozenset(always), frozenset(near), bool(finite) and all(finite))
 
     @classmethod
     def failed(cls, kind: str) -> KindProbe:

@@ -18,6 +18,7 @@ from cudagym.backends import resolve_backend
 from cudagym.candidate_pool import CandidatePool
 from cudagym.eval_config import EvalConfig, resolve_bytecode
 from cudagym.evaluator import LocalEvaluator
+from cudagym.harness.protocol import Load
 from cudagym.reference_process import ReferenceProcess
 from cudagym.sandbox import ChildLimits, exchange_dir
 from cudagym.tasks import load
@@ -94,7 +95,7 @@ def test_the_reference_and_the_fork_server_write_the_cache_and_candidates_only_r
     ref = ReferenceProcess(backend, EvalConfig(), env=env)
     try:
         source = load("builtin").get("builtin/relu").source_for("cpu")
-        ref.call("load", source=source, device="cpu", dtype="float32", weight_seed=1, threads=backend.threads)
+        ref.call(Load(source=source, device="cpu", dtype="float32", weight_seed=1, threads=backend.threads))
     finally:
         ref.close()
     assert cached_path(prefix, "torch").is_file()  # what the trusted reference imported is cached

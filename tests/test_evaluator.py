@@ -19,6 +19,7 @@ from cudagym.baselines import tool_call
 from cudagym.baselines.scripted import solution_files
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig, LocalEvaluator
+from cudagym.harness.protocol import Held
 from cudagym.integrity import runtime
 from cudagym.sandbox import sandbox_processes
 from cudagym.tuning import Tuning
@@ -150,7 +151,7 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
             ["baselines", "calibration", "candidate", "baselines"],
         )
         # the reference's input set of the timing ahead is gone once the baselines are
-        assert not any(key.startswith("ahead-") for key in evaluator.reference().call("held")["keys"])
+        assert not any(key.startswith("ahead-") for key in evaluator.reference().call(Held()).keys)
     finally:
         env.close()
 

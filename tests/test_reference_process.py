@@ -15,6 +15,19 @@ import pytest
 
 from cudagym.backends import resolve_backend
 from cudagym.evaluator import EvalConfig
+from cudagym.harness.protocol import (
+    AwaitCompile,
+    Baseline,
+    CompileDone,
+    CompileReference,
+    Drop,
+    Held,
+    HeldSets,
+    Load,
+    Memory,
+    MemoryUse,
+    Prepare,
+)
 from cudagym.reference_process import ReferenceProcess
 from cudagym.tasks import load
 
@@ -45,12 +58,12 @@ def _reference(source: str, cache_dir: Path, *, preload_compiler: bool = False) 
 
     backend = resolve_backend("cpu")
     ref = ReferenceProcess(backend, EvalConfig(), preload_compiler=preload_compiler)
-    ref.call("load", source=source, device="cpu", dtype="float32", weight_seed=1, threads=backend.threads)
+    ref.call(Load(source=source, device="cpu", dtype="float32", weight_seed=1, threads=backend.threads))
     return ref
 
 
 def _prepare(ref: ReferenceProcess, key: str, folder: str) -> None:
-    ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task")
+    ref.call(Prepare(key=key, seed=secrets.randbits(62), kind="task"))
 
 
 def test_a_background_compile_answers_at_once_serves_meanwhile_and_is_awaited_before_use(
@@ -61,14 +74,14 @@ def test_a_background_compile_answers_at_once_serves_meanwhile_and_is_awaited_be
         with tempfile.TemporaryDirectory() as folder:
             _prepare(ref, "ahead", folder)
             start = time.monotonic()
-            ref.call("compile_reference", key="ahead", background=True)
+            ref.call(CompileReference(key="ahead", background=True))
             answered = time.monotonic() - start
-            ref.call("drop", key="ahead")  # the compile keeps its own hold on the inputs
+            ref.call(Drop(key="ahead"))  # the compile keeps its own hold on the inputs
             _prepare(ref, "check", folder)  # served while the compiler runs
-            ref.call("await_compile")
+            ref.call(AwaitCompile())
             compiled = time.monotonic() - start
             timing = dataclasses.asdict(fast_config.timing)
-            assert ref.call("baseline", key="check", mode="compile", timing=timing)["median_ms"] > 0
+            assert ref.call(Baseline(key="check", mode="compile", timing=timing)).median_ms > 0
         assert answered < compiled  # the answer came before the compile was done
     finally:
         ref.close()
@@ -79,10 +92,10 @@ def test_a_failed_background_compile_fails_the_command_that_awaits_it(cache_dir:
     try:
         with tempfile.TemporaryDirectory() as folder:
             _prepare(ref, "ahead", folder)
-            ref.call("compile_reference", key="ahead", background=True)
+            ref.call(CompileReference(key="ahead", background=True))
             with pytest.raises(RuntimeError, match=r"await_compile failed.*only the main thread"):
-                ref.call("await_compile")
-            ref.call("await_compile")  # the error is reported once; the process goes on serving
+                ref.call(AwaitCompile())
+            ref.call(AwaitCompile())  # the error is reported once; the process goes on serving
             _prepare(ref, "check", folder)
     finally:
         ref.close()
@@ -93,14 +106,14 @@ def test_no_baseline_is_timed_while_a_background_compile_runs(cache_dir: Path, f
     try:
         with tempfile.TemporaryDirectory() as folder:
             _prepare(ref, "ahead", folder)
-            ref.call("compile_reference", key="ahead", background=True)
-            assert not ref.call("compile_done")["done"]  # code generation takes seconds
+            ref.call(CompileReference(key="ahead", background=True))
+            assert not ref.call(CompileDone()).done  # code generation takes seconds
             timing = dataclasses.asdict(fast_config.timing)
-            assert ref.call("baseline", key="ahead", mode="eager", timing=timing)["median_ms"] > 0
-            done = ref.call("compile_done")
-            assert done["done"]  # the eager timing waited for the compile to end
-            assert done["threads"] == 1  # compiled in the process, no pool of compile workers
-            assert ref.call("held")["keys"] == ["ahead"]
+            assert ref.call(Baseline(key="ahead", mode="eager", timing=timing)).median_ms > 0
+            done = ref.call(CompileDone())
+            assert done.done  # the eager timing waited for the compile to end
+            assert done.threads == 1  # compiled in the process, no pool of compile workers
+            assert ref.call(Held()).keys == ["ahead"]
     finally:
         ref.close()
 
@@ -133,12 +146,12 @@ def test_a_preloading_reference_loads_serves_and_compiles_and_says_where_the_com
     try:  # ``load`` ran while the compiler was being imported
         with tempfile.TemporaryDirectory() as folder:
             _prepare(ref, "ahead", folder)
-            ref.call("compile_reference", key="ahead", background=True)
+            ref.call(CompileReference(key="ahead", background=True))
             _prepare(ref, "check", folder)  # served while the background compile waits for the imports
-            ref.call("await_compile")
-            seconds = ref.call("compile_done")["seconds"]
+            ref.call(AwaitCompile())
+            seconds = ref.call(CompileDone()).seconds
             assert set(seconds) == {"imports", "slot", "build"} and seconds["build"] > 0 and seconds["imports"] >= 0
-            assert ref.call("held")["keys"] == ["ahead", "check"]
+            assert ref.call(Held()).keys == ["ahead", "check"]
     finally:
         ref.close()
 
@@ -157,16 +170,16 @@ def test_a_background_compile_runs_the_model_only_in_the_devices_shared_slot(
         with tempfile.TemporaryDirectory() as folder:
             _prepare(ref, "ahead", folder)
             with timing_slot(backend, tmp_path):  # a timing of another environment holds the device
-                ref.call("compile_reference", key="ahead", background=True, slot=slot)
+                ref.call(CompileReference(key="ahead", background=True, slot=slot))
                 deadline = time.monotonic() + 240
-                while (state := ref.call("compile_done"))["stage"] == "imports" and time.monotonic() < deadline:
+                while (state := ref.call(CompileDone())).stage == "imports" and time.monotonic() < deadline:
                     time.sleep(0.2)
-                assert state["stage"] == "slot"  # imported; its first call (trace, build, run) awaits the device
+                assert state.stage == "slot"  # imported; its first call (trace, build, run) awaits the device
                 time.sleep(1.0)
-                assert ref.call("compile_done")["stage"] == "slot"
+                assert ref.call(CompileDone()).stage == "slot"
                 _prepare(ref, "check", folder)  # served meanwhile
-            ref.call("await_compile")  # the timing is over: the compile goes on
-            seconds = ref.call("compile_done")["seconds"]
+            ref.call(AwaitCompile())  # the timing is over: the compile goes on
+            seconds = ref.call(CompileDone()).seconds
             assert seconds["slot"] >= 1.0 and seconds["build"] > 0
     finally:
         ref.close()
@@ -176,9 +189,23 @@ def test_the_memory_command_answers_on_cpu_and_a_poll_does_not_wait_for_a_call_i
     ref = _reference(load("builtin").get("builtin/relu").source_for("cpu"), cache_dir)
     try:
         # no device memory on cpu: the machine pool then measures nothing (it admits by device memory on cuda only)
-        assert ref.call("memory") == {"ok": True, "reserved_bytes": 0, "peak_reserved_bytes": 0}
-        assert ref.poll("memory") == {"ok": True, "reserved_bytes": 0, "peak_reserved_bytes": 0}
+        assert ref.call(Memory()) == MemoryUse(reserved_bytes=0, peak_reserved_bytes=0)
+        assert ref.poll(Memory()) == MemoryUse(reserved_bytes=0, peak_reserved_bytes=0)
         with ref._lock:  # a call in flight (a stage's): the poll answers None at once
-            assert ref.poll("memory") is None
+            assert ref.poll(Memory()) is None
+    finally:
+        ref.close()
+
+
+def test_a_request_out_of_protocol_is_answered_as_a_failure_and_the_process_serves_on(cache_dir: Path) -> None:
+    ref = _reference(load("builtin").get("builtin/relu").source_for("cpu"), cache_dir)
+    try:
+        for raw in ({"command": "format_disk"}, {"command": "drop", "key": 3}, {"command": "drop"}):
+            ref.child.send(raw)
+            reply = ref.child.receive(time.monotonic() + 30)
+            assert reply is not None and reply["ok"] is False and reply["error"]["type"] == "ProtocolError", reply
+        with pytest.raises(RuntimeError, match="reference baseline failed: KeyError"):  # a request that raised
+            ref.call(Baseline(key="never prepared", mode="eager", timing={}))
+        assert ref.call(Held()) == HeldSets(keys=[])
     finally:
         ref.close()

@@ -2,20 +2,21 @@
 
 from __future__ import annotations
 
+from cudagym.harness.protocol import Timed
 from cudagym.stage_judgement import calibration_problem, judge_baselines
 
 
 def test_a_timing_whose_clock_ran_faster_than_calibrated_is_not_trusted() -> None:
     """A calibration taken beside another process's work takes off too much: the candidate would read faster than it
     is, and an honest kernel could even fail the speed-of-light bound. Such a figure is no figure."""
-    why = calibration_problem({"handshakes": 40, "clock_quickened": 30})
+    why = calibration_problem(Timed(handshakes=40, clock_quickened=30))
     assert why is not None and "profile again" in why and "30 of 40" in why
 
 
 def test_a_few_quick_handshakes_do_not_void_a_timing() -> None:
-    assert calibration_problem({"handshakes": 40, "clock_quickened": 3}) is None
-    assert calibration_problem({"handshakes": 40}) is None
-    assert calibration_problem({}) is None
+    assert calibration_problem(Timed(handshakes=40, clock_quickened=3)) is None
+    assert calibration_problem(Timed(handshakes=40)) is None
+    assert calibration_problem(Timed()) is None
 
 
 def test_baselines_agreeing_with_eager_beside_the_candidate_are_fair() -> None:

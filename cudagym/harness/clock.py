@@ -69,6 +69,7 @@ from .handshake import (
     map_file_tensor,
     span_bytes,
 )
+from .protocol import Check, Samples, decode
 from .sampler import Sampler
 
 # memory the input sets beyond the first may take (twice over: the clock's private staging and the shared buffers):
@@ -615,7 +616,7 @@ class Clock:
 
     def check(
         self, record: Handshake, call: int, atol: float, rtol: float, index: int, precision: str = "off"
-    ) -> dict[str, Any]:
+    ) -> Check:
         """Compares call ``call`` of ``record`` in full with the reference's output on the same inputs; with
         ``precision`` "fp32" or "tf32" also with the float64 reference's (``compare.compare_precision``); then that the
         output is what was sealed in the interval (cuda) and that the inputs are as they were written."""
@@ -629,15 +630,15 @@ class Clock:
                 expected = self.model(*inputs)
         actual, problem = self.actual(record, call)
         if problem:
-            reply = check_reply(index, False, problem=problem)
+            fields = check_reply(index, False, problem=problem)["check"]
         else:
-            reply = compare_outputs(expected, actual, atol, rtol, index)
-            if reply["check"]["passed"] and expected64 is not None:
-                reply["check"].update(compare_precision(expected, expected64, actual, precision))
-            if reply["check"]["passed"] and self.cuda and not self._seal_holds(record, call):
-                reply = check_reply(index, False, problem="the output changed after the timed interval ended")
-        reply["check"]["inputs_unchanged"] = self.inputs_unchanged(record.sets[call])
-        return reply
+            fields = compare_outputs(expected, actual, atol, rtol, index)["check"]
+            if fields["passed"] and expected64 is not None:
+                fields.update(compare_precision(expected, expected64, actual, precision))
+            if fields["passed"] and self.cuda and not self._seal_holds(record, call):
+                fields = check_reply(index, False, problem="the output changed after the timed interval ended")["check"]
+        fields["inputs_unchanged"] = self.inputs_unchanged(record.sets[call])
+        return decode(Check, fields)
 
     def _seal_holds(self, record: Handshake, call: int) -> bool:
         assert self.gpu is not None
@@ -793,10 +794,10 @@ class Clock:
         expected = sum(phases[i] for i in TRUSTED_PHASES)
         return spent < expected * (1 - tolerance) - slack_us
 
-    def sampled(self) -> dict[str, Any]:
+    def sampled(self) -> Samples:
         """cpu: where the candidate's threads were sampled during its calls (``Sampler.counts``); cuda: nothing."""
         if self.sampler is None:
-            return {"observed": False, "why": "the GPU's kernels are traced instead"}
+            return Samples(observed=False, why="the GPU's kernels are traced instead")
         return self.sampler.counts()
 
     def end(self) -> None:

@@ -11,6 +11,7 @@ writes, and never sees a seed or a reference output.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import sys
 import threading
@@ -30,6 +31,27 @@ from .common import (
     warmup_slot,
 )
 from .compare import flatten
+from .protocol import (
+    Attached,
+    Bandwidth,
+    BaselineTimed,
+    Calibrated,
+    CompileState,
+    Done,
+    ErrorReport,
+    Failed,
+    HeldSets,
+    Loaded,
+    MemoryUse,
+    Prepared,
+    Reply,
+    ShortcutReport,
+    Timed,
+    Verified,
+    arguments,
+    decode_request,
+    encode_reply,
+)
 from .shortcuts import shortcut_report
 from .stages import time_candidate, verify
 from .timing import TimingConfig, time_callable
@@ -78,7 +100,7 @@ class ReferenceServer:
 
     # -- commands ----------------------------------------------------------------------------------
 
-    def preload(self, compiler: bool = False, device: str = "cpu") -> dict[str, Any]:
+    def preload(self, compiler: bool = False, device: str = "cpu") -> Done:
         """Starts importing torch and, with ``compiler``, what torch.compile builds with (dynamo, the inductor
         and, on cuda, its Triton code generation) in a thread of this process, and answers at once.
 
@@ -91,7 +113,7 @@ class ReferenceServer:
                 target=self._preload, args=(compiler, device), name="reference-preload", daemon=True
             )
             self._preloading.start()
-        return {"ok": True}
+        return Done()
 
     def _preload(self, compiler: bool, device: str) -> None:
         try:
@@ -118,7 +140,7 @@ class ReferenceServer:
         else:
             self._preloading.join()
 
-    def load(self, source: str, device: str, dtype: str, weight_seed: int, threads: int = 0) -> dict[str, Any]:
+    def load(self, source: str, device: str, dtype: str, weight_seed: int, threads: int = 0) -> Loaded:
         """Builds the reference Model with weights from ``weight_seed``, dropping the previous task's state.
 
         ``leaked_bytes``: device memory still allocated once everything of the previous task is dropped
@@ -154,20 +176,15 @@ class ReferenceServer:
             model = model.to(self.dtype)
         self.model = model.eval() if _has_dropout(model) else model
         self.init_inputs = init_inputs
-        return {
-            "ok": True,
-            "eval_mode": not self.model.training,
-            "leaked_bytes": leaked,
-            "peak_bytes_per_s": _peak_bandwidth(device),
-        }
+        return Loaded(eval_mode=not self.model.training, leaked_bytes=leaked, peak_bytes_per_s=_peak_bandwidth(device))
 
-    def export_state(self, path: str) -> dict[str, Any]:
+    def export_state(self, path: str) -> Done:
         """Writes the weights and constructor arguments the candidate needs (no seed, no outputs)."""
         import torch
 
         state = {k: v.detach().cpu() for k, v in self.model.state_dict().items()}
         torch.save({"state_dict": state, "init_inputs": _cpu(self.init_inputs)}, path)
-        return {"ok": True}
+        return Done()
 
     def draw_inputs(self, seed: int, kind: str) -> list[Any]:
         """One input set from ``seed``: the task's own distribution ("task"), or with every floating input
@@ -187,7 +204,7 @@ class ReferenceServer:
             ]
         return inputs
 
-    def prepare(self, key: str, seed: int, kind: str, path: str = "") -> dict[str, Any]:
+    def prepare(self, key: str, seed: int, kind: str, path: str = "") -> Prepared:
         """Draws input set ``key`` from ``seed`` and keeps it here (for the baselines); with ``path``, also writes it
         there (the inputs of a run Nsight Compute wraps). Returns the bytes every correct solution reads and writes
         (the inputs and the reference's outputs: the speed-of-light bound) and whether the output is finite."""
@@ -201,7 +218,7 @@ class ReferenceServer:
         moved = sum(x.nbytes for x in [*inputs, *(flatten(out) or [])] if isinstance(x, torch.Tensor))
         if path:
             torch.save(_cpu(inputs), path)
-        return {"ok": True, "finite": _all_finite(out), "bytes": moved}
+        return Prepared(finite=_all_finite(out), bytes=moved)
 
     # -- a candidate stage through the trusted clock (``clock.py``, ``stages.py``) ---------------------------
 
@@ -250,7 +267,7 @@ class ReferenceServer:
         gpu_library: str = "",
         symbols_dir: str = "",
         hang_s: float = 0.0,
-    ) -> dict[str, Any]:
+    ) -> Attached:
         """Sets up the clock for a candidate stage: its control block and input sets in the candidate's private
         ``exchange`` folder (or shared device memory); ``root_pid``: the candidate's outermost process;
         ``symbols_dir``: where the cpu sampler caches libraries' symbols; ``hang_s``: the floor of a handshake's hang
@@ -272,49 +289,43 @@ class ReferenceServer:
             expect=self._expected,
             hang_s=hang_s,
         )
-        return {
-            "ok": True,
-            "link": self.clock.link_spec(),
-            "max_calls": self.clock.max_calls,
-            "bytes": self.clock.moved_bytes,
-        }
+        return Attached(link=self.clock.link_spec(), max_calls=self.clock.max_calls, bytes=self.clock.moved_bytes)
 
     def _stage_clock(self) -> Clock:
         if self.clock is None:
             raise RuntimeError("no candidate is attached")
         return self.clock
 
-    def calibrate(self, seconds: float) -> dict[str, Any]:
+    def calibrate(self, seconds: float) -> Calibrated:
         """Measures what a handshake costs with the candidate before the agent's code is loaded into it."""
         try:
             calibration = self._stage_clock().calibrate(time.monotonic() + seconds)
         except CandidateSilent as exc:
-            return {"ok": True, "silent": str(exc)}
-        return {"ok": True, "total_us": {str(k): v for k, v in calibration.total_us.items()}}
+            return Calibrated(silent=str(exc))
+        return Calibrated(total_us={str(k): v for k, v in calibration.total_us.items()})
 
     def verify_candidate(
         self,
-        plan: list[list[Any]],
+        plan: list[tuple[int, str]],
         repeat_first: bool,
         atol: float,
         rtol: float,
         seconds: float,
         precision: str = "off",
-    ) -> dict[str, Any]:
+    ) -> Verified:
         """The candidate's verification (``stages.verify``): one checked call per ``(seed, kind)`` of ``plan``;
         ``precision`` ("fp32", "tf32" or "off"): the bound against the float64 twin (``compare.compare_precision``)."""
-        steps = [(int(seed), str(kind)) for seed, kind in plan]
         try:
             deadline = time.monotonic() + seconds
-            return verify(self._stage_clock(), steps, repeat_first, atol, rtol, deadline, precision)
+            return verify(self._stage_clock(), plan, repeat_first, atol, rtol, deadline, precision)
         except CandidateSilent as exc:
-            return {"ok": True, "silent": str(exc)}
+            return Verified(silent=str(exc))
         finally:
             _give_back_cached_memory()  # the checks' reference and float64 outputs (the clock's own sets stay)
 
     def time_candidate(
         self, timing: dict[str, Any], atol: float, rtol: float, seconds: float, precision: str = "off"
-    ) -> dict[str, Any]:
+    ) -> Timed:
         """The candidate's timing (``stages.time_candidate``), with eager re-validated beside it; ``precision``: as
         for ``verify_candidate``."""
         import torch
@@ -330,17 +341,17 @@ class ReferenceServer:
                 self._stage_clock(), TimingConfig(**timing), eager, atol, rtol, time.monotonic() + seconds, precision
             )
         except CandidateSilent as exc:
-            return {"ok": True, "silent": str(exc)}
+            return Timed(silent=str(exc))
         finally:
             _give_back_cached_memory()  # eager's and the checked calls' outputs, once every call is timed
 
-    def end_candidate(self) -> dict[str, Any]:
+    def end_candidate(self) -> Done:
         """Lets the candidate leave its serving loop (it then reports its last words to the evaluator)."""
         if self.clock is not None:
             self.clock.end()
-        return {"ok": True}
+        return Done()
 
-    def detach(self) -> dict[str, Any]:
+    def detach(self) -> Done:
         """Releases the stage's clock: its mappings, buffers and files."""
         clock, self.clock = self.clock, None
         if clock is not None:
@@ -348,9 +359,9 @@ class ReferenceServer:
             clock.close()
             del clock
             _give_back_cached_memory()
-        return {"ok": True}
+        return Done()
 
-    def compile_reference(self, key: str, background: bool = False, slot: str = "") -> dict[str, Any]:
+    def compile_reference(self, key: str, background: bool = False, slot: str = "") -> Done:
         """Compiles the reference with torch.compile and runs it once on input set ``key`` (code generation
         is CPU work: done before the device is reserved for timing).
 
@@ -367,35 +378,34 @@ class ReferenceServer:
                     target=self._compile_in_background, args=(inputs, slot), name="reference-compile", daemon=True
                 )
                 self._compiling.start()
-            return {"ok": True}
+            return Done()
         self.await_compile()
         if self.compiled is None:
             self._compile(self.inputs[key])
         else:
             self._run_compiled(self.inputs[key])
-        return {"ok": True}
+        return Done()
 
-    def compile_done(self) -> dict[str, Any]:
+    def compile_done(self) -> CompileState:
         """Whether no torch.compile runs in the background (its error, if any, stays for the next use) and, if
         one does, its ``stage`` ("imports", "slot": waiting for the device's shared slot, "build"); with how many
         inductor compile threads this process compiles (None before its first compile) and the last compile's
         seconds (the same three steps)."""
         done = self._compiling is None or not self._compiling.is_alive()
-        return {
-            "ok": True,
-            "done": done,
-            "stage": "done" if done else self.compile_stage,
-            "threads": self.compile_threads,
-            "seconds": self.compile_seconds,
-        }
+        return CompileState(
+            done=done,
+            stage="done" if done else self.compile_stage,
+            threads=self.compile_threads,
+            seconds=dict(self.compile_seconds),
+        )
 
-    def await_compile(self) -> dict[str, Any]:
+    def await_compile(self) -> Done:
         """Waits for a background compile; its failure becomes this command's."""
         self._await_background_compile()
         error, self._compile_error = self._compile_error, None
         if error is not None:
             raise error
-        return {"ok": True}
+        return Done()
 
     def _await_background_compile(self) -> None:
         thread, self._compiling = self._compiling, None
@@ -444,7 +454,7 @@ class ReferenceServer:
             model(*inputs)
         synchronize(self.device)
 
-    def baseline(self, key: str, mode: str, timing: dict[str, Any]) -> dict[str, Any]:
+    def baseline(self, key: str, mode: str, timing: dict[str, Any]) -> BaselineTimed:
         """Times eager or torch.compile on input set ``key`` by the candidate's method, never while a
         torch.compile runs in this process's background: its code generation holds the interpreter between
         the timed calls (eager timed beside it on the H200 came out 1.5-7x slower than alone)."""
@@ -465,20 +475,19 @@ class ReferenceServer:
 
         stats = time_callable(call, self.device, TimingConfig(**timing))
         _give_back_cached_memory()  # the timed calls' outputs and the flush buffer, after the timing
-        return {
-            "ok": True,
-            "median_ms": stats.median_ms,
-            "spread": stats.spread,
-            "reps": stats.reps,
-            "method": stats.method,
-            "times_ms": list(stats.times_ms),
-            "stream_ms": stats.stream_ms,
-            "latency_ms": stats.latency_ms,
-        }
+        return BaselineTimed(
+            median_ms=stats.median_ms,
+            spread=stats.spread,
+            reps=stats.reps,
+            method=stats.method,
+            times_ms=list(stats.times_ms),
+            stream_ms=stats.stream_ms,
+            latency_ms=stats.latency_ms,
+        )
 
     def check_task(
         self, seeds: list[int], kinds: list[str], atol: float, rtol: float, timing: dict[str, Any]
-    ) -> dict[str, Any]:
+    ) -> ShortcutReport:
         """Properties of the reference itself (``cudagym tasks check``): for each input set the output twice
         (determinism), whether it is finite and whether a shortcut passes (``shortcuts.shortcut_report``); then the
         eager time on the last set."""
@@ -489,32 +498,31 @@ class ReferenceServer:
         self.inputs.pop("check", None)
         del last
         _give_back_cached_memory()
-        report["eager_ms"] = eager.median_ms
-        return {"ok": True, "report": report}
+        return dataclasses.replace(report, eager_ms=eager.median_ms)
 
-    def shortcuts(self, seeds: list[int], kinds: list[str], atol: float, rtol: float) -> dict[str, Any]:
+    def shortcuts(self, seeds: list[int], kinds: list[str], atol: float, rtol: float) -> ShortcutReport:
         """Whether a shortcut passes on one input set per ``(seed, kind)`` (``shortcuts.shortcut_report``): the input
         probe that decides which input kinds verification draws (``cudagym/input_probe.py``)."""
         report, _ = shortcut_report(self.model, self._drawn, seeds, kinds, atol, rtol, twice=False)
         _give_back_cached_memory()  # every probed input set and its outputs are gone
-        return {"ok": True, "report": report}
+        return report
 
-    def drop(self, key: str) -> dict[str, Any]:
+    def drop(self, key: str) -> Done:
         """Forgets input set ``key`` and gives the device memory it held back to the device once more than
         ``KEEP_CACHED`` lies unused: the caching allocator would otherwise keep every stage's peak reserved
         (14-40 GB per reference process of a GPU-sized task on the H200, which ran sixteen environments out of
         memory), while small tasks keep their blocks and skip the cost of allocating them again."""
         self.inputs.pop(key, None)
         _give_back_cached_memory()
-        return {"ok": True}
+        return Done()
 
-    def host_bandwidth(self, nbytes: int) -> dict[str, Any]:
+    def host_bandwidth(self, nbytes: int) -> Bandwidth:
         """The host's bandwidth measured now for a working set of ``nbytes`` (``_copy_bandwidth``): asked when a
         cpu profile would fail the speed-of-light bound taken at load, since a copy timed while the host was
         busy, or one larger than the caches that the task's data fits in, reads low."""
-        return {"ok": True, "bytes_per_s": _copy_bandwidth(nbytes)}
+        return Bandwidth(bytes_per_s=_copy_bandwidth(nbytes))
 
-    def memory(self) -> dict[str, Any]:
+    def memory(self) -> MemoryUse:
         """The device memory this process's caching allocator holds now (``reserved_bytes``) and the most it has held
         since the process started (``peak_reserved_bytes``: every command's peak, the stages' included); 0 on cpu or
         before the device is used. The machine pool admits evaluators by it (``cudagym/pool/admission.py``)."""
@@ -522,31 +530,31 @@ class ReferenceServer:
         import torch
 
         if not torch.cuda.is_initialized():
-            return {"ok": True, "reserved_bytes": 0, "peak_reserved_bytes": 0}
-        return {
-            "ok": True,
-            "reserved_bytes": torch.cuda.memory_reserved(),
-            "peak_reserved_bytes": torch.cuda.max_memory_reserved(),
-        }
+            return MemoryUse(reserved_bytes=0, peak_reserved_bytes=0)
+        return MemoryUse(
+            reserved_bytes=torch.cuda.memory_reserved(), peak_reserved_bytes=torch.cuda.max_memory_reserved()
+        )
 
-    def held(self) -> dict[str, Any]:
+    def held(self) -> HeldSets:
         """The names of the input sets this process holds (each a share of device memory)."""
-        return {"ok": True, "keys": sorted(self.inputs)}
+        return HeldSets(keys=sorted(self.inputs))
 
     def serve(self) -> None:
+        """Answers each request on stdin (``protocol.py``) until ``shutdown`` or the end of stdin: a request that
+        raised (or did not fit the protocol) is answered with ``Failed``, and the process goes on serving."""
         for line in sys.stdin:
             if not line.strip():
                 continue
-            request = json.loads(line)
-            command = request.pop("command")
-            if command == "shutdown":
-                self.channel.send(ok=True)
-                return
+            reply: Reply
             try:
-                reply = getattr(self, command)(**request)
+                request = decode_request(json.loads(line))
+                if request.command == "shutdown":
+                    self.channel.send(**encode_reply(Done()))
+                    return
+                reply = getattr(self, request.command)(**arguments(request))
             except Exception as exc:
-                reply = {"ok": False, "error": describe_exception(exc)}
-            self.channel.send(**reply)
+                reply = Failed(ErrorReport(**describe_exception(exc)))
+            self.channel.send(**encode_reply(reply))
 
 
 def _cpu(value: Any) -> Any:

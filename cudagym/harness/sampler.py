@@ -37,7 +37,8 @@ import platform
 import re
 import subprocess
 from pathlib import Path
-from typing import Any
+
+from .protocol import Samples
 
 PERIOD_NS = 100_000  # one sample per 0.1 ms of a thread's CPU time
 SYMBOLS_ABOVE = 0.05  # the library's share (of own and library samples) above which its samples are symbolised
@@ -304,11 +305,11 @@ class Sampler:
         for ring in self.rings.values():
             self.samples.extend((ring.pid, ip) for ip in ring.drain())  # type: ignore[attr-defined]
 
-    def counts(self) -> dict[str, Any]:
+    def counts(self) -> Samples:
         """Samples by category (see the module docstring): ``library_compute`` are the library's samples outside
         data movement, ``library_blas`` those of them in GEMM/convolution routines (which a policy may allow)."""
         if self.unavailable:
-            return {"observed": False, "why": self.unavailable}
+            return Samples(observed=False, why=self.unavailable)
         by_pid: dict[int, list[tuple[int, int, int, str]]] = {}
         tally = {"own": 0, "library": 0, "runtime": 0}
         library_samples: list[tuple[str, int]] = []
@@ -339,7 +340,7 @@ class Sampler:
                 elif BLAS.search(name):
                     blas += 1
             compute -= moving
-        return {"observed": True, **tally, "library_compute": compute, "library_blas": blas}
+        return Samples(observed=True, **tally, library_compute=compute, library_blas=blas)
 
     def close(self) -> None:
         for ring in self.rings.values():

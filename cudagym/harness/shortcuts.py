@@ -4,7 +4,7 @@
 For each input set, drawn from a seed and an input kind: whether zeros, the output's mean as a constant, or an
 input of the output's shape and dtype pass the tolerance, whether the previous set's output of the same kind does
 (an output that ignores its inputs), whether the output is finite and, when asked, whether a second call gives
-bitwise the same output. Each shortcut is also judged at :data:`NEAR_FACTOR` times the tolerance (``<name>_near``):
+bitwise the same output. Each shortcut is also judged at :data:`NEAR_FACTOR` times the tolerance (``near``):
 an input kind that is to close a shortcut must reject it by that margin, so that the verification's other seeds
 reject it too (a softmax over 4096 values of signed normal inputs has outputs just above the tolerance on a few rows,
 which some input sets lack). Only the task's reference runs here.
@@ -17,6 +17,7 @@ from typing import Any
 
 from .common import map_tensors
 from .compare import flatten, tolerance_excess
+from .protocol import ShortcutReport
 
 NEAR_FACTOR = 4.0
 """A shortcut *comes near* when it passes at this many times the tolerance (``atol`` and ``rtol`` alike)."""
@@ -32,23 +33,17 @@ def shortcut_report(
     rtol: float,
     *,
     twice: bool,
-) -> tuple[dict[str, Any], list[Any] | None]:
+) -> tuple[ShortcutReport, list[Any] | None]:
     """The per-set report of the module docstring for one input set per ``(seed, kind)``, and the last set's inputs.
 
     ``draw(seed, kind)``: an input set on the reference's device and dtype. ``twice``: call the model twice per set
-    and report ``deterministic`` (else it stays True). The report's lists (each of :data:`SHORTCUTS`, the same with
-    ``_near``, and ``finite_sets``) hold one bool per set; ``finite`` says whether every set's output was finite.
-    """
+    and report ``deterministic`` (else it stays True)."""
     import torch
 
-    report: dict[str, Any] = {
-        "deterministic": True,
-        "finite": True,
-        "finite_sets": [],
-        "kinds": kinds,
-        **{name: [] for name in SHORTCUTS},
-        **{f"{name}_near": [] for name in SHORTCUTS},
-    }
+    deterministic = True
+    finite_sets: list[bool] = []
+    passes: dict[str, list[bool]] = {name: [] for name in SHORTCUTS}
+    near: dict[str, list[bool]] = {name: [] for name in SHORTCUTS}
     previous: list[Any] | None = None
     previous_kind = None
     inputs: list[Any] | None = None
@@ -59,12 +54,10 @@ def shortcut_report(
             second = _detach(model(*inputs)) if twice else first
         items, again = flatten(first) or [], flatten(second) or []
         tensors = [t for t in items if isinstance(t, torch.Tensor) and t.is_floating_point()]
-        report["deterministic"] &= all(
+        deterministic &= all(
             torch.equal(a, b) for a, b in zip(items, again, strict=True) if isinstance(a, torch.Tensor)
         )
-        finite = all(bool(torch.isfinite(t).all()) for t in tensors)
-        report["finite"] &= finite
-        report["finite_sets"].append(finite)
+        finite_sets.append(all(bool(torch.isfinite(t).all()) for t in tensors))
 
         fakes: dict[str, list[list[Any]]] = {
             "zeros": [[torch.zeros_like(t) for t in tensors]] if tensors else [],
@@ -91,9 +84,17 @@ def shortcut_report(
             fakes["independent"] = [previous]
         for name, candidates in fakes.items():
             judged = [_judge(tensors, fake, atol, rtol) for fake in candidates]
-            report[name].append(any(passed for passed, _ in judged))
-            report[f"{name}_near"].append(any(near for _, near in judged))
+            passes[name].append(any(passed for passed, _ in judged))
+            near[name].append(any(close for _, close in judged))
         previous, previous_kind = tensors, kind
+    report = ShortcutReport(
+        kinds=list(kinds),
+        passes=passes,
+        near=near,
+        finite_sets=finite_sets,
+        finite=all(finite_sets),
+        deterministic=deterministic,
+    )
     return report, inputs
 
 

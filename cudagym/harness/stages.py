@@ -25,6 +25,7 @@ from typing import Any
 from .clock import Clock, Handshake
 from .compare import same_values
 from .cputime import Spent
+from .protocol import CalibrationEntry, Check, ErrorReport, Observation, RunTime, Timed, Verified
 from .timing import TimingConfig, summarize, time_callable, warm_up
 
 WARM_UP_CHECK_SHARE = 0.25  # of the warm-up calls, compared in full (every timed call is)
@@ -55,13 +56,8 @@ class Observed:
             items = call.get("items", []) if isinstance(call, dict) else []
             self.aliased |= any(isinstance(i, dict) and i.get("aliases_input") for i in items)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "ops": sorted(self.ops),
-            "replaced": sorted(self.replaced),
-            "threads_started": self.threads_started,
-            "aliases_input": self.aliased,
-        }
+    def message(self) -> Observation:
+        return Observation(sorted(self.ops), sorted(self.replaced), self.threads_started, self.aliased)
 
 
 def verify(
@@ -72,11 +68,11 @@ def verify(
     rtol: float,
     deadline: float,
     precision: str = "off",
-) -> dict[str, Any]:
+) -> Verified:
     """Runs one handshake per ``(seed, kind)`` of ``plan`` (and the first seed again with ``repeat_first``), each
     output compared (``precision``: see ``Clock.check``); stops at the first failed check or a failed call. Returns the
     checks and what was observed."""
-    checks: list[dict[str, Any]] = []
+    checks: list[Check] = []
     observed = Observed()
     kept: list[Any] | None = None
     steps = [*plan, plan[0]] if repeat_first else list(plan)
@@ -85,18 +81,19 @@ def verify(
         record = clock.handshake([0], deadline)
         observed.add(record)
         if record.error is not None:
-            return {"ok": True, "checks": checks, "error": record.error, "observed": observed.as_dict()}
-        check = clock.check(record, 0, atol, rtol, index, precision)["check"]
+            return Verified(checks, ErrorReport.from_candidate(record.error), observed.message())
+        check = clock.check(record, 0, atol, rtol, index, precision)
         if repeat_first and index == 0:
             kept = clock.keep(record, 0)
-        if repeat_first and index == len(steps) - 1 and check["passed"]:
+        if repeat_first and index == len(steps) - 1 and check.passed:
             again = clock.keep(record, 0)
-            check["deterministic"] = kept is not None and len(again) == len(kept) and all(map(same_values, kept, again))
+            same = kept is not None and len(again) == len(kept) and all(map(same_values, kept, again))
+            check = dataclasses.replace(check, deterministic=same)
         clock.poison(record)
         checks.append(check)
-        if not check["passed"]:
+        if not check.passed:
             break
-    return {"ok": True, "checks": checks, "error": None, "observed": observed.as_dict(), "sampled": clock.sampled()}
+    return Verified(checks, None, observed.message(), clock.sampled())
 
 
 class Timing:
@@ -116,8 +113,8 @@ class Timing:
         self.atol, self.rtol, self.deadline, self.precision = atol, rtol, deadline, precision
         self.observed = Observed()
         self.checked = 0
-        self.failure: dict[str, Any] | None = None
-        self.error: dict[str, Any] | None = None
+        self.failure: Check | None = None
+        self.error: ErrorReport | None = None
         self.eager_ms: list[float] = []
         self.phases: list[list[float]] = []  # of the timed handshakes, per phase (microseconds)
         self.ran: list[Spent] = []  # cpu: the run time of each timed handshake
@@ -136,13 +133,13 @@ class Timing:
         self.handshakes += 1
         self.observed.add(record)
         if record.error is not None:
-            self.error = record.error
+            self.error = ErrorReport.from_candidate(record.error)
             return None
         for k in range(calls):
             if check_all or secrets.randbelow(1_000_000) < WARM_UP_CHECK_SHARE * 1_000_000:
-                check = clock.check(record, k, self.atol, self.rtol, self.checked, self.precision)["check"]
+                check = clock.check(record, k, self.atol, self.rtol, self.checked, self.precision)
                 self.checked += 1
-                if not check["passed"] or not check.get("inputs_unchanged", True):
+                if not check.passed or check.inputs_unchanged is False:
                     self.failure = check
                     return None
         self.slowed += clock.clock_slowed(record)
@@ -169,7 +166,7 @@ class Timing:
         stats = time_callable(lambda: self.eager(*inputs), self.clock.device, quick)
         self.eager_ms.append(stats.median_ms)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> Timed:
         config = self.config
         times: list[float] = []
 
@@ -209,47 +206,47 @@ class Timing:
         wanted = math.ceil(target / max(one_call_ms * 1e3, 1e-3))
         return max(c for c in self.clock.call_counts() if c <= max(1, wanted))
 
-    def _reply(self, timed: list[float] | None, calls: int) -> dict[str, Any]:
+    def _reply(self, timed: list[float] | None, calls: int) -> Timed:
         stats = summarize(timed, self._method(calls)) if timed else None
-        return {
-            "ok": True,
-            "error": self.error,
-            "failure": self.failure,
-            "median_ms": stats.median_ms if stats else None,
-            "spread": stats.spread if stats else None,
-            "reps": stats.reps if stats else 0,
-            "times_ms": list(stats.times_ms) if stats else [],
-            "method": stats.method if stats else "",
-            "calls_per_handshake": calls,
-            "checked_calls": self.checked,
-            "handshakes": self.handshakes,
-            "clock_slowed": self.slowed,
-            "clock_quickened": self.quickened,
-            "calibration_disturbed": list(self.clock.calibration.disturbed),
-            "queued_handshakes": self.queued,
-            "eager_ms": self.eager_ms,
-            "calibration": {
-                str(k): {
-                    "total_us": v,
-                    "phases_us": self.clock.calibration.phases_us[k],
-                    "noise_us": self.clock.calibration.noise_us.get(k, []),
-                    "resolution_us": self.clock.calibration.resolution_us(k),
-                }
-                for k, v in self.clock.calibration.total_us.items()
+        calibration = self.clock.calibration
+        return Timed(
+            median_ms=stats.median_ms if stats else None,
+            spread=stats.spread if stats else None,
+            reps=stats.reps if stats else 0,
+            times_ms=list(stats.times_ms) if stats else [],
+            method=stats.method if stats else "",
+            error=self.error,
+            failure=self.failure,
+            calls_per_handshake=calls,
+            checked_calls=self.checked,
+            handshakes=self.handshakes,
+            clock_slowed=self.slowed,
+            clock_quickened=self.quickened,
+            calibration_disturbed=list(calibration.disturbed),
+            queued_handshakes=self.queued,
+            eager_ms=self.eager_ms,
+            calibration={
+                str(k): CalibrationEntry(
+                    total_us=v,
+                    phases_us=calibration.phases_us[k],
+                    noise_us=calibration.noise_us.get(k, []),
+                    resolution_us=calibration.resolution_us(k),
+                )
+                for k, v in calibration.total_us.items()
             },
-            "phases_us": [statistics.median(p[i] for p in self.phases) for i in range(len(self.phases[0]))]
+            phases_us=[statistics.median(p[i] for p in self.phases) for i in range(len(self.phases[0]))]
             if self.phases
             else [],
-            "observed": self.observed.as_dict(),
-            "sampled": self.clock.sampled(),
-            "run_time_us": {
-                "busiest_thread": statistics.median(r.busiest_us for r in self.ran),
-                "all_threads": statistics.median(r.total_us for r in self.ran),
-                "page_faults": statistics.median(r.faults for r in self.ran),
-            }
+            observed=self.observed.message(),
+            sampled=self.clock.sampled(),
+            run_time_us=RunTime(
+                busiest_thread=statistics.median(r.busiest_us for r in self.ran),
+                all_threads=statistics.median(r.total_us for r in self.ran),
+                page_faults=statistics.median(r.faults for r in self.ran),
+            )
             if self.ran
             else None,
-        }
+        )
 
     def _method(self, calls: int) -> str:
         where = (
@@ -272,7 +269,7 @@ class _Stop(Exception):
 
 def time_candidate(
     clock: Clock, config: TimingConfig, eager: Any, atol: float, rtol: float, deadline: float, precision: str = "off"
-) -> dict[str, Any]:
+) -> Timed:
     """Times the candidate (see ``Timing``); ``eager`` is the reference model to re-validate the baseline with;
     ``precision``: see ``Clock.check``."""
     return Timing(clock, config, eager, atol, rtol, deadline, precision).run()

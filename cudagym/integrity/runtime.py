@@ -15,8 +15,8 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
 
+from cudagym.harness.protocol import Samples
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.results import IntegrityFinding, KernelTime
 
@@ -189,19 +189,18 @@ def share_lower_bound(hits: int, total: int, z: float = SHARE_CONFIDENCE_Z) -> f
     return max(0.0, (centre - margin) / (1 + z * z / total))
 
 
-def sampled_own_code(sampled: dict[str, Any] | None, policy: IntegrityPolicy) -> IntegrityFinding:
+def sampled_own_code(sampled: Samples | None, policy: IntegrityPolicy) -> IntegrityFinding:
     """Catalogue #1 on the cpu backend, observed from outside the candidate: of the samples the kernel took of its
     threads during its calls in its own code or in torch's compute libraries, at most ``MAX_LIBRARY_SHARE`` may
     fall in the libraries' compute (copies and allocation excluded; GEMM/convolution routines where the policy
     allows cuBLAS/cuDNN, whose CPU counterparts are BLAS and oneDNN), judged with ``share_lower_bound``."""
     check = "cpu_time_in_own_code"
-    if not sampled or not sampled.get("observed"):
-        why = (sampled or {}).get("why", "not sampled")
-        return IntegrityFinding(check, True, f"not observed ({why})")
-    compute = int(sampled.get("library_compute", 0))
+    if sampled is None or not sampled.observed:
+        return IntegrityFinding(check, True, f"not observed ({sampled.why if sampled else 'not sampled'})")
+    compute = sampled.library_compute
     if policy.allow_cublas or policy.allow_cudnn:
-        compute -= int(sampled.get("library_blas", 0))
-    judged = int(sampled.get("own", 0)) + compute
+        compute -= sampled.library_blas
+    judged = sampled.own + compute
     share = compute / judged if judged else 0.0
     clear = share_lower_bound(compute, judged) <= MAX_LIBRARY_SHARE
     if policy.allow_torch_compute or judged < MIN_SAMPLES or clear:

@@ -12,6 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from cudagym.harness.protocol import Baseline, CompileDone, CompileReference, CompileState, Drop, Timed
 from cudagym.reference_process import ReferenceProcess
 from cudagym.stage_judgement import BaselineVerdict, judge_baselines
 from cudagym.stages.candidates import unchecked_inputs
@@ -60,18 +61,18 @@ def baselines(
         # nothing is timed beside a compile: its code generation would stretch the timed calls
         await_reference_compile(ev, ref, task)
         with ev._shared_slot("reference compile"):  # its first call generates code and runs: never timed
-            ref.call("compile_reference", key=key)
+            ref.call(CompileReference(key=key))
     ev.pool.join_reapers()  # a used candidate still tearing down its CUDA context would disturb the timing
     with ev._timing_slot("baselines"):
         data = None if retime else cached(ev, task)  # another environment may have timed them
         if data is not None:
             return from_cache(ev, data)
-        eager = ref.call("baseline", key=key, mode="eager", timing=timing)
+        eager = ref.call(Baseline(key=key, mode="eager", timing=timing))
         compiled = None
         if ev.config.compile_baseline:
-            compiled = ref.call("baseline", key=key, mode="compile", timing=timing)["median_ms"]
-    ev.baseline_cache.write(task, eager["median_ms"], compiled, eager_spread=eager["spread"])
-    return Baselines(eager["median_ms"], compiled, False)
+            compiled = ref.call(Baseline(key=key, mode="compile", timing=timing)).median_ms
+    ev.baseline_cache.write(task, eager.median_ms, compiled, eager_spread=eager.spread)
+    return Baselines(eager.median_ms, compiled, False)
 
 
 def from_cache(ev: LocalEvaluator, data: dict[str, Any]) -> Baselines:
@@ -79,12 +80,12 @@ def from_cache(ev: LocalEvaluator, data: dict[str, Any]) -> Baselines:
     return Baselines(data["eager_ms"], data["compile_ms"] if ev.config.compile_baseline else None, True)
 
 
-def await_reference_compile(ev: LocalEvaluator, ref: ReferenceProcess, task: Task) -> dict[str, Any]:
+def await_reference_compile(ev: LocalEvaluator, ref: ReferenceProcess, task: Task) -> CompileState:
     """Waits, without holding the reference process, until a torch.compile it runs in the background is
     done (other threads' checks are served meanwhile), and returns its ``compile_done`` reply; raises when
     the task changed or the evaluator closes."""
     deadline = time.monotonic() + ev.config.reference_timeout
-    while not (state := ref.call("compile_done"))["done"]:
+    while not (state := ref.call(CompileDone())).done:
         if ev._closing or ev.task is not task:
             raise RuntimeError("the task changed or the evaluator closed while torch.compile ran")
         if time.monotonic() > deadline:
@@ -99,7 +100,7 @@ def time_ahead(ev: LocalEvaluator, ref: ReferenceProcess, task: Task, key: str) 
     timing them itself. Drops the input set ``key`` when done."""
     try:
         if ev.config.compile_baseline:
-            seconds = await_reference_compile(ev, ref, task).get("seconds") or {}
+            seconds = await_reference_compile(ev, ref, task).seconds
             done = time.monotonic() - ev._ahead_start
             if "build" in seconds:  # when its imports were there: then came the device's slot and the build
                 after_imports = seconds["build"] + seconds.get("slot", 0.0)
@@ -114,14 +115,14 @@ def time_ahead(ev: LocalEvaluator, ref: ReferenceProcess, task: Task, key: str) 
     finally:
         if ref.alive and not ev._closing:
             try:
-                ref.call("drop", key=key)
+                ref.call(Drop(key=key))
             except RuntimeError as exc:
                 ev.ahead_error = f"baselines: dropping their inputs: {exc}"
                 logger.warning("dropping the inputs of %s's baselines timed ahead failed: %s", task.id, exc)
 
 
 def for_profile(
-    ev: LocalEvaluator, ref: ReferenceProcess, deadline: float, timed: dict[str, Any] | None
+    ev: LocalEvaluator, ref: ReferenceProcess, deadline: float, timed: Timed | None
 ) -> tuple[BaselineVerdict, bool]:
     """A profile's baselines, asked for once its candidate is timed: those being timed ahead, waited for outside
     any memory slot (a first profile's candidate is timed while the reference still compiles), or else timed
@@ -135,19 +136,19 @@ def for_profile(
         from_the_cache = False
     else:
         from_the_cache = True
-    timed = timed or {}
-    slowed = int(timed.get("clock_slowed", 0)) * 4 > max(1, int(timed.get("handshakes", 0)))
+    timed = timed or Timed()
+    slowed = timed.clock_slowed * 4 > max(1, timed.handshakes)
     compile_ms = data["compile_ms"] if ev.config.compile_baseline else None
     verdict = judge_baselines(
         data["eager_ms"],
         compile_ms,
         float(data.get("eager_spread") or 0.0),
-        list(timed.get("eager_ms", [])),
+        timed.eager_ms,
         cuda=ev.backend.is_cuda,
         clock_slowed=slowed,
     )
-    if timed.get("calibration_disturbed"):
-        detail = f"{verdict.detail}; the clock's calibration was never steady (calls {timed['calibration_disturbed']})"
+    if timed.calibration_disturbed:
+        detail = f"{verdict.detail}; the clock's calibration was never steady (calls {timed.calibration_disturbed})"
         verdict = dataclasses.replace(verdict, fair=False, detail=detail)
     if verdict.retime:
         eager_ms, compile_ms, _ = fresh(ev, ref, deadline, retime=True)
@@ -165,7 +166,7 @@ def fresh(ev: LocalEvaluator, ref: ReferenceProcess, deadline: float, *, retime:
         try:
             return baselines(ev, "baselines", retime=retime)
         finally:
-            ref.call("drop", key="baselines")
+            ref.call(Drop(key="baselines"))
 
 
 def await_ahead(ev: LocalEvaluator, deadline: float) -> None:

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudagym.candidate_stage import CandidateStage
 from cudagym.eval_config import resolve_hang_seconds
+from cudagym.harness.protocol import ExportState, Prepare, Prepared
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import CompileResult, Stage, Status
 from cudagym.stages.compilation import is_single_file
@@ -53,7 +54,7 @@ def job(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult, folde
     """A serving candidate's job (its link to the clock is added by ``CandidateStage``); the weights travel as a
     file in its private ``folder``."""
     state = folder / "state.pt"
-    ev.reference().call("export_state", path=str(state))
+    ev.reference().call(ExportState(path=str(state)))
     # None: a workspace-layout solution, whose kernels cudagym builds from its files (no load_inline served)
     inline = ev._inline_builds.get(compiled.build_hash or "", {}) if is_single_file(workspace) else None
     return {
@@ -88,11 +89,11 @@ def serving_stage(
     )
 
 
-def unchecked_inputs(ev: LocalEvaluator, ref: ReferenceProcess, key: str, path: str = "") -> dict[str, Any]:
+def unchecked_inputs(ev: LocalEvaluator, ref: ReferenceProcess, key: str, path: str = "") -> Prepared:
     """A fresh input set ``key`` from a secret seed, kept in the reference (and written to ``path``); drawing it
     runs the reference on the device, so never beside another environment's timing (the device's shared slot)."""
     with ev._shared_slot("inputs"):
-        return ref.call("prepare", key=key, seed=secrets.randbits(62), kind="task", path=path)
+        return ref.call(Prepare(key=key, seed=secrets.randbits(62), kind="task", path=path))
 
 
 def harness_failure(cls: type, stage: Stage, exc: Exception, start: float) -> Any:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from cudagym.gpu_lock import warmup_slot_env
 from cudagym.harness.common import WARMUP_SLOT_ENV
+from cudagym.harness.protocol import CompileReference
 from cudagym.stages import baselines
 from cudagym.stages.candidates import unchecked_inputs
 from cudagym.tasks.task import Task
@@ -68,7 +69,7 @@ def prepare(ev: LocalEvaluator, previous: threading.Thread | None, task: Task) -
         unchecked_inputs(ev, ref, key)
         if ev.config.compile_baseline:  # in the reference's background: a first verify need not wait
             slot = warmup_slot_env(ev.backend, ev.cache_dir).get(WARMUP_SLOT_ENV, "")
-            ref.call("compile_reference", key=key, background=True, slot=slot)
+            ref.call(CompileReference(key=key, background=True, slot=slot))
         mark(ev, "compile_started")
         ev.input_verdict()  # served beside the compile, which runs in the reference's background
         mark(ev, "input_verdict")

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudagym.candidate_pool import Phases, candidate_output, classify
 from cudagym.candidate_stage import candidate_stage
+from cudagym.harness.protocol import AwaitCompile, HostBandwidth, Timed
 from cudagym.integrity import runtime
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import CompileResult, IntegrityFinding, ProfileResult, Stage, Status
@@ -40,6 +41,12 @@ CLOCK_FIELDS = (
 )
 
 
+def clock_figures(timed: Timed | None) -> dict[str, Any]:
+    """The trusted clock's own figures of a timing (``CLOCK_FIELDS``) as plain values, for ``ProfileResult.clock``."""
+    figures = dataclasses.asdict(timed) if timed else {}
+    return {name: figures.get(name) for name in CLOCK_FIELDS}
+
+
 def profile(
     ev: LocalEvaluator, workspace: Workspace, *, ncu: bool = False, compiled: CompileResult | None = None
 ) -> ProfileResult:
@@ -58,7 +65,7 @@ def profile(
     deadline = time.monotonic() + ev.config.profile_timeout
     phases = Phases(start)
     phases.mark("prechecks")
-    timed: dict[str, Any] | None = None
+    timed: Timed | None = None
     candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
     try:
         ev.pool.join_reapers()  # no used candidate still tearing down its CUDA context on the device
@@ -71,7 +78,7 @@ def profile(
                 if stage.start():
                     # the reference is the clock: a torch.compile in its background would hold its interpreter
                     # between the clock's readings (and, on cpu, take the cores the timed calls run on)
-                    ref.call("await_compile")
+                    ref.call(AwaitCompile())
                     with ev._timing_slot("calibration", deadline):
                         calibrated = stage.calibrate()
                     candidate_from = time.monotonic() if calibrated else None
@@ -79,12 +86,11 @@ def profile(
                     if calibrated and stage.await_ready():
                         phases.mark("candidate_load")
                         with ev._timing_slot("candidate", deadline):
-                            timed = stage.run(
-                                "time_candidate",
-                                timing=dataclasses.asdict(ev.timing),
-                                atol=ev.atol,
-                                rtol=ev.rtol,
-                                precision=ev.policy.precision_mode(ev.task.metadata.dtype),
+                            timed = stage.time(
+                                dataclasses.asdict(ev.timing),
+                                ev.atol,
+                                ev.rtol,
+                                ev.policy.precision_mode(ev.task.metadata.dtype),
                             )
                         phases.mark("timing")
                 finished, code = stage.finish()
@@ -102,11 +108,10 @@ def profile(
         return harness_failure(ProfileResult, Stage.PROFILE, exc, start)
     stderr = candidate_output(child, workspace, ev.config.output_chars)
     fault = faults.cuda_fault(ev, workspace, compiled, child, stderr) if status is not Status.OK else None
-    ok_timing = timed is not None and timed.get("median_ms") is not None
-    candidate_ms = timed["median_ms"] if ok_timing and timed else None
+    candidate_ms = timed.median_ms if timed else None
     findings = timing_findings(timed, ev.policy) if timed else []
     if timed:  # the precision policy, and whether a failed timed call failed its float64 bound
-        ratio = check_result(timed["failure"]).precision_ratio if timed.get("failure") else None
+        ratio = timed.failure.precision_ratio if timed.failure else None
         detail = ev.policy.precision_detail(ev.task.metadata.dtype, [ratio] if ratio is not None else [])
         findings.append(IntegrityFinding("precision", (ratio or 0.0) <= 1.0, detail))
     miscalibrated = calibration_problem(timed) if timed else None
@@ -115,9 +120,9 @@ def profile(
         if miscalibrated is None:  # a figure the clock cannot vouch for is no evidence against the candidate
             findings.append(roofline(ev, ref, candidate_ms, stage.moved_bytes))
     broken = runtime.first_failure(findings)
-    failed = (timed or {}).get("failure")
+    failed = timed.failure if timed else None
     eager_ms, compile_ms = verdict.eager_ms, verdict.compile_ms
-    if status is Status.OK and failed is not None and failed.get("inputs_unchanged") is not False:
+    if status is Status.OK and failed is not None and failed.inputs_unchanged is not False:
         status = Status.MISMATCH
         message = f"Wrong output on a timed call (fresh inputs): {describe_check(check_result(failed))}"
     elif status is Status.OK and broken is not None:
@@ -148,17 +153,17 @@ def profile(
         compile_ms=compile_ms,
         speedup_eager=speedup_eager,
         speedup_compile=speedup_compile,
-        repetitions=timed["reps"] if ok_timing and timed else 0,
-        spread=timed["spread"] if ok_timing and timed else None,
+        repetitions=timed.reps if timed else 0,
+        spread=timed.spread if timed else None,
         kernels=kernels,
         device=ev.backend.device_name,
-        method=timed["method"] if ok_timing and timed else "",
+        method=timed.method if timed else "",
         baseline_cached=cached,
         timing_fair=verdict.fair,
         baseline_check=verdict.detail,
-        calls_per_handshake=int((timed or {}).get("calls_per_handshake", 0)),
-        checked_calls=int((timed or {}).get("checked_calls", 0)),
-        clock={k: (timed or {}).get(k) for k in CLOCK_FIELDS},
+        calls_per_handshake=timed.calls_per_handshake if timed else 0,
+        checked_calls=timed.checked_calls if timed else 0,
+        clock=clock_figures(timed),
         ncu=ncu_text,
         stderr=stderr,
         signal=sig,
@@ -189,7 +194,7 @@ def roofline(ev: LocalEvaluator, ref: ReferenceProcess, candidate_ms: float, mov
     if finding.passed or ev.backend.is_cuda:
         return finding
     try:
-        fresh = ref.call("host_bandwidth", nbytes=moved_bytes)["bytes_per_s"]
+        fresh = ref.call(HostBandwidth(nbytes=moved_bytes)).bytes_per_s
     except RuntimeError as exc:
         logger.warning("the host's bandwidth could not be measured again: %s", exc)
         return finding

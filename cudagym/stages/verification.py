@@ -7,10 +7,11 @@ from __future__ import annotations
 import logging
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cudagym.candidate_pool import Phases, candidate_output, classify
 from cudagym.candidate_stage import candidate_stage
+from cudagym.harness.protocol import Verified
 from cudagym.integrity import runtime
 from cudagym.results import CheckResult, CompileResult, IntegrityFinding, Stage, Status, VerifyResult
 from cudagym.stage_judgement import verify_outcome
@@ -41,10 +42,10 @@ def verify(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult | N
     deadline = time.monotonic() + ev.config.verify_timeout
     phases = Phases(start)
     phases.mark("prechecks")
-    reply: dict[str, Any] | None = None
+    reply: Verified | None = None
     candidate_from: float | None = None  # when the candidate's own time began (after the harness's waits)
     kinds: tuple[str, ...] = ()
-    plan: list[list[Any]] = []
+    plan: list[tuple[int, str]] = []
     try:
         kinds = ev.input_verdict(deadline).kinds
         phases.mark("input_verdict")
@@ -59,15 +60,14 @@ def verify(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult | N
                     phases.mark("candidate_start")
                     if calibrated and stage.await_ready():
                         phases.mark("candidate_load")
-                        plan = [[secrets.randbits(62), kinds[i % len(kinds)]] for i in range(ev.config.num_checks)]
+                        plan = [(secrets.randbits(62), kinds[i % len(kinds)]) for i in range(ev.config.num_checks)]
                         with ev._shared_slot("check", deadline):
-                            reply = stage.run(
-                                "verify_candidate",
-                                plan=plan,
-                                repeat_first=ev.config.check_determinism,
-                                atol=ev.atol,
-                                rtol=ev.rtol,
-                                precision=ev.policy.precision_mode(ev.task.metadata.dtype),
+                            reply = stage.verify(
+                                plan,
+                                ev.config.check_determinism,
+                                ev.atol,
+                                ev.rtol,
+                                ev.policy.precision_mode(ev.task.metadata.dtype),
                             )
                 phases.mark("checks")
                 finished, code = stage.finish()

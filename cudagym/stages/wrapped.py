@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudagym.candidate_pool import classify
+from cudagym.harness.protocol import Drop
 from cudagym.ncu import summarize_ncu
 from cudagym.results import CompileResult, Status
 from cudagym.sandbox import Child, exchange_dir
@@ -70,7 +71,7 @@ def wrapped_run(
     started under ``prefix`` (a tool such as ncu or compute-sanitizer); untimed, unchecked."""
     job = {**ev._job(workspace, compiled, folder), "mode": "ncu", "inputs_file": str(folder / "ncu.pt")}
     unchecked_inputs(ev, ev.reference(), "ncu", path=job["inputs_file"])
-    ev.reference().call("drop", key="ncu")
+    ev.reference().call(Drop(key="ncu"))
     child, finished, code = ev.pool.run(job, timeout, prefix=prefix)
     status, message, _ = classify(child, finished, code, timeout)
     return child, status, message

@@ -21,6 +21,7 @@ from cudagym.build import default_cache_dir
 from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig
 from cudagym.gpu_lock import shared_slot, timing_slot
+from cudagym.harness.protocol import Baseline, CompileReference, Drop, Prepare
 from cudagym.harness.timing import TimingConfig
 from cudagym.reference_process import ReferenceProcess
 from cudagym.synth.records import DropReason, Verdict
@@ -159,7 +160,7 @@ class ExecutionFilter:
         if self._reference is None or not self._reference.alive:
             return
         try:
-            self._reference.call("drop", key=COMPILE_KEY)
+            self._reference.call(Drop(key=COMPILE_KEY))
         except RuntimeError as exc:
             logger.warning("synth: the reference process could not give its memory back: %s", exc)
 
@@ -169,16 +170,16 @@ class ExecutionFilter:
         reference = self._process()
         try:
             with shared_slot(self.backend, self.cache_dir, label="synth compile"):
-                reference.call("prepare", key=COMPILE_KEY, seed=secrets.randbits(62), kind="task")
-                reference.call("compile_reference", key=COMPILE_KEY)
+                reference.call(Prepare(key=COMPILE_KEY, seed=secrets.randbits(62), kind="task"))
+                reference.call(CompileReference(key=COMPILE_KEY))
             with timing_slot(self.backend, self.cache_dir, label="synth compile timing"):
                 timing = dataclasses.asdict(self.timing)
-                timed = reference.call("baseline", key=COMPILE_KEY, mode="compile", timing=timing)
-            reference.call("drop", key=COMPILE_KEY)
+                timed = reference.call(Baseline(key=COMPILE_KEY, mode="compile", timing=timing))
+            reference.call(Drop(key=COMPILE_KEY))
         except RuntimeError as exc:
             detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
             return dataclasses.replace(verdict, reason=DropReason.COMPILE_FAILS, detail=detail)
-        return dataclasses.replace(verdict, compile_ms=float(timed["median_ms"]))
+        return dataclasses.replace(verdict, compile_ms=timed.median_ms)
 
     def close(self) -> None:
         if self._reference is not None:

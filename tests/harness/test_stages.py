@@ -79,6 +79,7 @@ class _ScriptedCandidate:
 
     def __init__(self, harness: Any, wrong: set[int], calls: int):
         self.calibration = harness("clock").Calibration()
+        self.protocol = harness("protocol")
         self.wrong, self.calls = wrong, calls
         self.answered = 0  # calls answered so far
         self.checked: list[int] = []  # the calls compared, by their number
@@ -93,10 +94,10 @@ class _ScriptedCandidate:
         first, self.answered = self.answered, self.answered + len(sets)
         return _Record(first, len(sets))
 
-    def check(self, record: Any, call: int, atol: float, rtol: float, index: int, precision: str) -> dict[str, Any]:
+    def check(self, record: Any, call: int, atol: float, rtol: float, index: int, precision: str) -> Any:
         number = record.first + call
         self.checked.append(number)
-        return {"check": {"index": index, "passed": number not in self.wrong, "inputs_unchanged": True}}
+        return self.protocol.Check(index, passed=number not in self.wrong, inputs_unchanged=True)
 
     def per_call_us(self, record: Any) -> float:
         return 100.0
@@ -109,8 +110,8 @@ class _ScriptedCandidate:
     def poison(self, record: Any) -> None:
         pass
 
-    def sampled(self) -> dict[str, Any]:
-        return {}
+    def sampled(self) -> Any:
+        return self.protocol.Samples(observed=False, why="scripted")
 
 
 @dataclasses.dataclass
@@ -124,7 +125,7 @@ class _Record:
     queued: int = 0
 
 
-def _time(harness: Any, clock: _ScriptedCandidate) -> dict[str, Any]:
+def _time(harness: Any, clock: _ScriptedCandidate) -> Any:
     TimingConfig = harness("timing").TimingConfig
     # four warm-up calls, then twelve timed handshakes of four calls (400 us of 100 us calls)
     config = TimingConfig(warmup=4, warmup_seconds=0.0, min_reps=12, max_reps=12, budget_seconds=0.0)
@@ -135,10 +136,10 @@ def _time(harness: Any, clock: _ScriptedCandidate) -> dict[str, Any]:
 def test_every_timed_call_is_compared_so_the_median_takes_no_unchecked_handshake(harness: Any) -> None:
     clock = _ScriptedCandidate(harness, set(), calls=4)
     reply = _time(harness, clock)
-    assert reply["failure"] is None and reply["median_ms"] == 0.1, reply
-    timed = range(4, 4 + 12 * reply["calls_per_handshake"])  # after the four warm-up calls
-    assert reply["calls_per_handshake"] == 4 and set(timed) <= set(clock.checked), clock.checked
-    assert reply["checked_calls"] == len(clock.checked)
+    assert reply.failure is None and reply.median_ms == 0.1, reply
+    timed = range(4, 4 + 12 * reply.calls_per_handshake)  # after the four warm-up calls
+    assert reply.calls_per_handshake == 4 and set(timed) <= set(clock.checked), clock.checked
+    assert reply.checked_calls == len(clock.checked)
 
 
 @pytest.mark.parametrize("trial", range(8))
@@ -148,5 +149,5 @@ def test_one_wrong_timed_call_anywhere_fails_the_timing(harness: Any, trial: int
     wrong = 4 + secrets.randbelow(12 * 4)
     clock = _ScriptedCandidate(harness, {wrong}, calls=4)
     reply = _time(harness, clock)
-    assert reply["failure"] is not None and not reply["failure"]["passed"], (wrong, reply)
-    assert reply["median_ms"] is None and clock.checked[-1] == wrong, (wrong, clock.checked)
+    assert reply.failure is not None and not reply.failure.passed, (wrong, reply)
+    assert reply.median_ms is None and clock.checked[-1] == wrong, (wrong, clock.checked)

@@ -6,6 +6,9 @@ down the rules themselves, including the GPU-only ones (own kernels, roofline) t
 
 from __future__ import annotations
 
+import dataclasses
+
+from cudagym.harness.protocol import Samples
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.results import KernelTime
@@ -81,25 +84,26 @@ def test_first_failure_and_simple_rules() -> None:
 
 
 def test_the_sampled_share_of_torch_compute_fails_above_the_limit_and_blas_only_where_allowed() -> None:
-    own = {"observed": True, "own": 900, "library": 120, "runtime": 50, "library_compute": 20, "library_blas": 0}
+    own = Samples(observed=True, own=900, library=120, runtime=50, library_compute=20, library_blas=0)
     assert runtime.sampled_own_code(own, DEFAULT).passed
-    aten = {**own, "own": 10, "library_compute": 400}
+    aten = dataclasses.replace(own, own=10, library_compute=400)
     assert not runtime.sampled_own_code(aten, DEFAULT).passed
     assert runtime.sampled_own_code(aten, DEFAULT.replace(allow_torch_compute=True)).passed
-    gemm = {**aten, "library_blas": 400}
+    gemm = dataclasses.replace(aten, library_blas=400)
     assert not runtime.sampled_own_code(gemm, DEFAULT).passed
     assert runtime.sampled_own_code(gemm, DEFAULT.replace(allow_cublas=True)).passed
-    assert runtime.sampled_own_code({**aten, "own": 1, "library_compute": 5}, DEFAULT).passed  # too few samples
-    unseen = runtime.sampled_own_code({"observed": False, "why": "perf_event_open: Permission denied"}, DEFAULT)
+    too_few = dataclasses.replace(aten, own=1, library_compute=5)
+    assert runtime.sampled_own_code(too_few, DEFAULT).passed
+    unseen = runtime.sampled_own_code(Samples(observed=False, why="perf_event_open: Permission denied"), DEFAULT)
     assert unseen.passed and "Permission denied" in unseen.detail
 
 
 def test_a_share_just_above_the_limit_on_few_samples_decides_nothing_but_a_clear_one_fails() -> None:
     # a small honest call: three stray samples of torch's glue among 27 is noise, not torch computing the answer
-    noisy = {"observed": True, "own": 24, "library": 3, "runtime": 800, "library_compute": 3, "library_blas": 0}
+    noisy = Samples(observed=True, own=24, library=3, runtime=800, library_compute=3, library_blas=0)
     assert runtime.sampled_own_code(noisy, DEFAULT).passed
     # an offload of a third of the work, seen over many samples, is caught
-    offload = {**noisy, "own": 200, "library_compute": 100}
+    offload = dataclasses.replace(noisy, own=200, library_compute=100)
     assert not runtime.sampled_own_code(offload, DEFAULT).passed
     assert runtime.share_lower_bound(3, 27) < runtime.MAX_LIBRARY_SHARE < runtime.share_lower_bound(100, 300)
     assert runtime.share_lower_bound(0, 0) == 0.0

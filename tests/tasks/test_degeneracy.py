@@ -3,10 +3,12 @@ as data (the reference process's side runs in tests/tasks/test_task_checks.py an
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
 
+from cudagym.harness.protocol import ShortcutReport
 from cudagym.tasks import Task, TaskMetadata, load
 from cudagym.tasks.degeneracy import KindProbe, VerdictStore, annotate, decide, task_verdict_key
 from cudagym.tasks.input_verdict import InputVerdict
@@ -64,21 +66,41 @@ def test_a_shortcut_no_kind_closes_makes_the_task_degenerate() -> None:
 
 
 def test_the_report_of_the_reference_process_reads_as_a_probe() -> None:
-    report = {
-        "zeros": [False, False],
-        "zeros_near": [False, True],
-        "constant": [False, False],
-        "constant_near": [False, False],
-        "input": [True, True],
-        "input_near": [True, True],
-        "independent": [False, True],  # the first set has no predecessor: judged from the second on
-        "independent_near": [False, True],
-        "finite_sets": [True, True],
-    }
-    probe = KindProbe.from_report("task", report)
+    report = ShortcutReport(
+        kinds=["task", "task"],
+        passes={
+            "zeros": [False, False],
+            "constant": [False, False],
+            "input": [True, True],
+            "independent": [False, True],
+        },
+        # independent: the first set has no predecessor, judged from the second on
+        near={"zeros": [False, True], "constant": [False, False], "input": [True, True], "independent": [False, True]},
+        finite_sets=[True, True],
+        finite=True,
+        deterministic=True,
+    )
+    probe = KindProbe.from_report(report)
+    assert probe.kind == "task"
     assert probe.always == {"input", "independent"} and probe.near == {"zeros", "input", "independent"}
     assert probe.usable and probe.closes("constant") and not probe.closes("zeros")
-    assert not KindProbe.from_report("task", {**report, "finite_sets": [True, False]}).usable
+    assert not KindProbe.from_report(dataclasses.replace(report, finite_sets=[True, False])).usable
+
+
+def test_a_report_of_sets_of_several_kinds_is_read_one_kind_at_a_time() -> None:
+    report = ShortcutReport(
+        kinds=["task", "large", "task"],
+        passes={name: [True, False, True] for name in ("zeros", "constant", "input", "independent")},
+        near={name: [True, False, True] for name in ("zeros", "constant", "input", "independent")},
+        finite_sets=[True, False, True],
+        finite=False,
+        deterministic=True,
+    )
+    with pytest.raises(ValueError, match="one input kind"):
+        KindProbe.from_report(report)
+    large = KindProbe.from_report(report.part("large"))
+    assert large.kind == "large" and not large.always and not large.usable
+    assert KindProbe.from_report(report.part("task")).always == {"zeros", "constant", "input", "independent"}
 
 
 SOURCE = "import torch\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n\nN = 8\n"

@@ -12,6 +12,7 @@ import pytest
 import cudagym  # noqa: F401  (registers CudaKernel-v0)
 from cudagym.backends import resolve_backend
 from cudagym.eval_config import EvalConfig
+from cudagym.harness.protocol import Drop, Load, Prepare
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.reference_process import ReferenceProcess
 from cudagym.tasks import load
@@ -168,10 +169,10 @@ def test_every_task_that_draws_large_inputs_has_a_finite_reference_on_them() -> 
         for task in load("builtin"):
             if "large" not in task.metadata.input_kinds:
                 continue
-            ref.call("load", source=task.source_for("cpu"), device="cpu", dtype="float32", weight_seed=1, threads=0)
+            ref.call(Load(source=task.source_for("cpu"), device="cpu", dtype="float32", weight_seed=1, threads=0))
             for _ in range(2):
-                reply = ref.call("prepare", key="large", seed=secrets.randbits(62), kind="large")
-                assert reply["finite"], task.id
-            ref.call("drop", key="large")
+                reply = ref.call(Prepare(key="large", seed=secrets.randbits(62), kind="large"))
+                assert reply.finite, task.id
+            ref.call(Drop(key="large"))
     finally:
         ref.close()
