@@ -16,17 +16,19 @@ in ``fork_server_error``."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cudagym.backends import Backend
 from cudagym.candidate_messages import CandidateError, CandidateMessage, Step, parse, read
 from cudagym.fault_text import headline
 from cudagym.forkserver import ForkServer, ForkServerError, fork_server_allowed
 from cudagym.harness.common import PROFILER_WARMUP_ENV
+from cudagym.harness.protocol import CandidateJob
 from cudagym.results import Status
 from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, scrubbed_env, signal_name
 from cudagym.text import clean
@@ -133,10 +135,10 @@ class CandidatePool:
             self._running.append(child)
         return child
 
-    def start(self, job: dict[str, Any], prefix: tuple[str, ...] = (), *, refill: bool = True) -> Child:
+    def start(self, job: CandidateJob, prefix: tuple[str, ...] = (), *, refill: bool = True) -> Child:
         """A single-use candidate with its job sent (``acquire``, then the job); it then does its stage."""
         child = self.acquire(prefix, refill=refill)
-        child.send(job)
+        child.send(dataclasses.asdict(job))
         return child
 
     @staticmethod
@@ -170,7 +172,7 @@ class CandidatePool:
         self._forget(child)
         return finished and code is not None, code
 
-    def run(self, job: dict[str, Any], timeout: float, prefix: tuple[str, ...] = ()) -> tuple[Child, bool, int | None]:
+    def run(self, job: CandidateJob, timeout: float, prefix: tuple[str, ...] = ()) -> tuple[Child, bool, int | None]:
         """Runs a candidate that needs no commands (import, ncu) to its end or its deadline. A wrapped run
         (``prefix``, such as ncu) is waited for until the wrapper exits: ncu writes its report after the
         candidate has ended, and killing it at the candidate's "done" lost the report."""

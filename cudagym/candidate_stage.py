@@ -17,6 +17,7 @@ its kernels) is its word; what decides the result comes from the reference.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -27,6 +28,7 @@ from cudagym.candidate_pool import CandidatePool
 from cudagym.harness.protocol import (
     Attach,
     Calibrate,
+    CandidateJob,
     Detach,
     EndCandidate,
     TimeCandidate,
@@ -53,7 +55,7 @@ class CandidateStage:
         self,
         pool: CandidatePool,
         ref: ReferenceProcess,
-        make_job: Callable[[Path], dict[str, Any]],
+        make_job: Callable[[Path], CandidateJob],
         *,
         deadline: float,
         gpu_library: str = "",
@@ -96,7 +98,7 @@ class CandidateStage:
         self.attached = True
         self.max_calls = reply.max_calls
         self.moved_bytes = reply.bytes
-        child.send({**self.make_job(Path(child.exchange)), "link": reply.link})
+        child.send(dataclasses.asdict(dataclasses.replace(self.make_job(Path(child.exchange)), link=reply.link)))
         return self.pool.await_stage(child, Step.CALIBRATING, self.deadline) is not None
 
     def calibrate(self) -> bool:

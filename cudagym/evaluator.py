@@ -32,7 +32,7 @@ from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool
 from cudagym.eval_config import EvalConfig, resolve_timing, resolve_tuning
 from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
-from cudagym.harness.protocol import Load, Memory
+from cudagym.harness.protocol import CandidateJob, Load, Memory
 from cudagym.harness.timing import TimingConfig
 from cudagym.inline_build import InlineBuilder
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
@@ -244,7 +244,7 @@ class LocalEvaluator:
         self.verdicts.write(key, verdict, task.id)
         return verdict
 
-    def _job(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> dict[str, Any]:
+    def _job(self, workspace: Workspace, compiled: CompileResult, folder: Path) -> CandidateJob:
         """A serving candidate's job (``stages.candidates.job``); every candidate stage asks for it here."""
         return candidates.job(self, workspace, compiled, folder)
 

@@ -18,7 +18,7 @@ from cudagym.backends import resolve_backend
 from cudagym.candidate_pool import CandidatePool
 from cudagym.eval_config import EvalConfig, resolve_bytecode
 from cudagym.evaluator import LocalEvaluator
-from cudagym.harness.protocol import Load
+from cudagym.harness.protocol import CandidateJob, Load
 from cudagym.reference_process import ReferenceProcess
 from cudagym.sandbox import ChildLimits, exchange_dir
 from cudagym.tasks import load
@@ -102,7 +102,7 @@ def test_the_reference_and_the_fork_server_write_the_cache_and_candidates_only_r
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     (workspace / "model_new.py").write_text(IMPORTS_CPP_EXTENSION)
-    job = {"mode": "import", "workspace": str(workspace)}
+    job = CandidateJob(mode="import", workspace=str(workspace))
     for fork_server in (False, True):
         # a writable file system: what keeps the candidate from writing is its interpreter's flags alone
         limits = ChildLimits(readonly_filesystem=False)

@@ -68,6 +68,7 @@ from .handshake import (
     wake,
 )
 from .inline_loader import InlineLoader, ask_over_channel
+from .protocol import CandidateJob, decode
 
 PR_SET_PTRACER, PR_SET_PTRACER_ANY = 0x59616D61, ctypes.c_ulong(-1)
 # the aten operators a call dispatches are recorded on the first call and on a random one in this many after it: the
@@ -101,17 +102,17 @@ def import_model_new(workspace: str) -> Any:
     return module.ModelNew
 
 
-def build_model(job: dict[str, Any]) -> Any:
+def build_model(job: CandidateJob) -> Any:
     import torch
 
-    state = torch.load(job["state_path"], weights_only=True)
-    InlineLoader(builds=job.get("inline_builds")).install()
-    if job.get("extension"):
-        load_extension(job["extension"])
-    model = import_model_new(job["workspace"])(*state["init_inputs"])
+    state = torch.load(job.state_path, weights_only=True)
+    InlineLoader(builds=job.inline_builds).install()
+    if job.extension:
+        load_extension(job.extension)
+    model = import_model_new(job.workspace)(*state["init_inputs"])
     model.load_state_dict(state["state_dict"], strict=True)
-    model = model.to(job["device"])
-    if job.get("eval_mode"):
+    model = model.to(job.device)
+    if job.eval_mode:
         model = model.eval()
     return model
 
@@ -398,28 +399,30 @@ class KernelTrace:
 # -- the stage ---------------------------------------------------------------------------------------
 
 
-def run(job: dict[str, Any], channel: Channel, watch: Watch) -> None:
+def run(job: CandidateJob, channel: Channel, watch: Watch) -> None:
     import torch
 
-    os.chdir(job["workspace"])
-    if job["mode"] == "import":
+    os.chdir(job.workspace)
+    if job.mode == "import":
         channel.send(stage="load")
         try:
             # a single-file solution's load_inline calls are built here, by the trusted builder it asks
             InlineLoader(ask=ask_over_channel(channel)).install()
-            import_model_new(job["workspace"])
+            import_model_new(job.workspace)
         except BaseException as exc:
             channel.send(stage="load", ok=False, error=describe_exception(exc))
             return
         channel.send(stage="done", ok=True)
         return
-    configure_threads(job.get("threads", 0))
-    device = job["device"]
-    if job["mode"] == "ncu":
+    configure_threads(job.threads)
+    device = job.device
+    if job.mode == "ncu":
         run_once_for_ncu(job, channel, device)
         return
     try:
-        link = Link(job["link"], device)
+        if job.link is None:
+            raise ValueError("a serving job without a link to the clock")
+        link = Link(job.link, device)
         channel.send(stage="calibrating")
         calibrated = link.serve(CALIBRATING, _calibration_call(link.templates, device), dict)
     except BaseException as exc:
@@ -464,7 +467,7 @@ def run(job: dict[str, Any], channel: Channel, watch: Watch) -> None:
     channel.send(stage="done", ok=True)
 
 
-def loaded(job: dict[str, Any], channel: Channel) -> Any:
+def loaded(job: CandidateJob, channel: Channel) -> Any:
     """ModelNew built from the job (``load`` reported before, its error instead of it), or None when it failed."""
     channel.send(stage="load")
     try:
@@ -474,8 +477,8 @@ def loaded(job: dict[str, Any], channel: Channel) -> Any:
         return None
 
 
-def run_once_for_ncu(job: dict[str, Any], channel: Channel, device: str) -> None:
-    """One forward on the inputs in ``job["inputs_file"]`` (the run Nsight Compute wraps)."""
+def run_once_for_ncu(job: CandidateJob, channel: Channel, device: str) -> None:
+    """One forward on the inputs in ``job.inputs_file`` (the run Nsight Compute wraps)."""
     import torch
 
     model = loaded(job, channel)
@@ -483,8 +486,8 @@ def run_once_for_ncu(job: dict[str, Any], channel: Channel, device: str) -> None
         return
     channel.send(stage="run")
     try:
-        dtype = getattr(torch, job.get("dtype", "float32"))
-        values = to_device(torch.load(job["inputs_file"], weights_only=True), device, dtype)
+        dtype = getattr(torch, job.dtype)
+        values = to_device(torch.load(job.inputs_file, weights_only=True), device, dtype)
         with torch.no_grad():
             model(*values)
         synchronize(device)
@@ -534,9 +537,8 @@ def main(channel: Channel) -> None:
                 warm_profiler()
     watch = Watch()
     channel.send(stage="warm")
-    job = json.loads(sys.stdin.readline())
     try:
-        run(job, channel, watch)
+        run(decode(CandidateJob, json.loads(sys.stdin.readline())), channel, watch)
     except BaseException as exc:  # a harness fault: reported, never silent
         channel.send(stage="run", ok=False, error=describe_exception(exc), harness=traceback.format_exc()[-2000:])
     # single-use: no teardown (a CUDA context that faulted, or a profiler session still open, can hang it)

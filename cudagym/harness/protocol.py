@@ -545,6 +545,40 @@ REQUESTS: dict[str, type[Request[Any]]] = {
 }
 
 
+# -- a candidate's job --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class CandidateJob:
+    """What a candidate process does once it is warm, sent on its stdin (``candidate.py``).
+
+    ``mode``: "import" (a single-file solution's compile: import ``model_new.py`` in ``workspace``, its
+    ``load_inline`` calls served by the trusted builder, and end), "serve" (build ModelNew and answer the clock of
+    ``link``, the reference's ``Attached.link``) or "ncu" (one forward on the inputs in ``inputs_file``, the run
+    Nsight Compute wraps). ModelNew is built from the weights at ``state_path``, the extension at ``extension``
+    (empty: none) or the ``load_inline`` builds in ``inline_builds`` (hash -> library; None: a workspace-layout
+    solution), on ``device`` in ``dtype`` with ``threads`` threads (0: as the process was started), in eval mode
+    where the reference is (``eval_mode``)."""
+
+    MODES: ClassVar[tuple[str, ...]] = ("import", "serve", "ncu")
+
+    mode: str
+    workspace: str
+    extension: str = ""
+    inline_builds: dict[str, str] | None = None
+    state_path: str = ""
+    device: str = "cpu"
+    dtype: str = "float32"
+    threads: int = 0
+    eval_mode: bool = False
+    link: dict[str, Any] | None = None
+    inputs_file: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mode not in self.MODES:
+            raise ProtocolError(f"CandidateJob.mode: one of {self.MODES}, got {self.mode!r}")
+
+
 # -- the wire ------------------------------------------------------------------------------------------------------
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cudagym.candidate_stage import CandidateStage
 from cudagym.eval_config import resolve_hang_seconds
-from cudagym.harness.protocol import ExportState, Prepare, Prepared
+from cudagym.harness.protocol import CandidateJob, ExportState, Prepare, Prepared
 from cudagym.reference_process import ReferenceProcess
 from cudagym.results import CompileResult, Stage, Status
 from cudagym.stages.compilation import is_single_file
@@ -50,24 +50,24 @@ def prechecks(
     return compiled, None
 
 
-def job(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult, folder: Path) -> dict[str, Any]:
+def job(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult, folder: Path) -> CandidateJob:
     """A serving candidate's job (its link to the clock is added by ``CandidateStage``); the weights travel as a
     file in its private ``folder``."""
     state = folder / "state.pt"
     ev.reference().call(ExportState(path=str(state)))
     # None: a workspace-layout solution, whose kernels cudagym builds from its files (no load_inline served)
     inline = ev._inline_builds.get(compiled.build_hash or "", {}) if is_single_file(workspace) else None
-    return {
-        "mode": "serve",
-        "workspace": str(workspace.path),
-        "extension": compiled.artifact,
-        "inline_builds": inline,
-        "state_path": str(state),
-        "device": ev.backend.device,
-        "dtype": ev.task.metadata.dtype,
-        "threads": ev.backend.threads,
-        "eval_mode": ev._eval_mode,
-    }
+    return CandidateJob(
+        mode="serve",
+        workspace=str(workspace.path),
+        extension=compiled.artifact,
+        inline_builds=inline,
+        state_path=str(state),
+        device=ev.backend.device,
+        dtype=ev.task.metadata.dtype,
+        threads=ev.backend.threads,
+        eval_mode=ev._eval_mode,
+    )
 
 
 def serving_stage(

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from cudagym.candidate_messages import Step, parse
 from cudagym.candidate_pool import candidate_output, classify
 from cudagym.compile_gate import gated_build
+from cudagym.harness.protocol import CandidateJob
 from cudagym.results import CompileResult, Stage, Status
 from cudagym.sandbox import Child
 from cudagym.workspace import Workspace
@@ -45,7 +46,7 @@ def compile_single_file(ev: LocalEvaluator, workspace: Workspace) -> CompileResu
             message="model_new.py is unchanged since it last built (cached).",
         )
     timeout = ev.config.build.timeout_seconds
-    child = ev.pool.start({"mode": "import", "workspace": str(workspace.path)})
+    child = ev.pool.start(CandidateJob(mode="import", workspace=str(workspace.path)))
     builds, built = serve_inline_builds(ev, child, workspace, start + timeout)
     failed = next((result for result in built if not result.ok), None)
     if failed is not None:

@@ -3,6 +3,7 @@ compute-sanitizer in ``faults``), and Nsight Compute's report for ``profile(ncu=
 
 from __future__ import annotations
 
+import dataclasses
 import shutil
 import tempfile
 from pathlib import Path
@@ -69,8 +70,8 @@ def wrapped_run(
 ) -> tuple[Child, Status, str]:
     """One call of ModelNew on an input set of its own (drawn by the reference into ``folder``) in a candidate
     started under ``prefix`` (a tool such as ncu or compute-sanitizer); untimed, unchecked."""
-    job = {**ev._job(workspace, compiled, folder), "mode": "ncu", "inputs_file": str(folder / "ncu.pt")}
-    unchecked_inputs(ev, ev.reference(), "ncu", path=job["inputs_file"])
+    job = dataclasses.replace(ev._job(workspace, compiled, folder), mode="ncu", inputs_file=str(folder / "ncu.pt"))
+    unchecked_inputs(ev, ev.reference(), "ncu", path=job.inputs_file)
     ev.reference().call(Drop(key="ncu"))
     child, finished, code = ev.pool.run(job, timeout, prefix=prefix)
     status, message, _ = classify(child, finished, code, timeout)

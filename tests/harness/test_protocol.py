@@ -127,3 +127,13 @@ def test_what_a_candidate_wrote_of_its_failure_is_read_as_bounded_text() -> None
     assert ErrorReport.from_candidate("just text").message == "just text"
     odd = ErrorReport.from_candidate({"type": ["not", "text"], "message": "x" * 10**6, "extra": 1})
     assert odd.type == "['not', 'text']" and len(odd.message) == protocol.MAX_TEXT
+
+
+def test_a_candidates_job_is_read_against_its_type() -> None:
+    job = protocol.CandidateJob(mode="serve", workspace="/w", link={"control": "/x"}, threads=2)
+    assert decode(protocol.CandidateJob, _wire(dataclasses.asdict(job))) == job
+    assert decode(protocol.CandidateJob, {"mode": "import", "workspace": "/w"}).link is None
+    with pytest.raises(ProtocolError, match="one of"):
+        decode(protocol.CandidateJob, {"mode": "run_anything", "workspace": "/w"})
+    with pytest.raises(ProtocolError, match=r"CandidateJob\.threads: expected an integer"):
+        decode(protocol.CandidateJob, {"mode": "serve", "workspace": "/w", "threads": "2"})
