@@ -24,11 +24,12 @@ import subprocess
 import sys
 import threading
 from collections.abc import Callable
-from typing import IO, Any
+from typing import IO
 
 from cudagym import bytecode
 from cudagym.errors import HarnessError
 from cudagym.harness.forkserver import PREIMPORT_ENV  # passed on to the server (what it imports before forking)
+from cudagym.harness.protocol import Exited, ForkReady, Spawn, Spawned, decode_tagged, encode_tagged
 from cudagym.sandbox import HARNESS_DIR, OutputCapture, harness_module
 
 logger = logging.getLogger(__name__)
@@ -121,7 +122,7 @@ class ForkServer:
         self._ready: bool | None = None
         self.preimported = False  # whether the server also imported the profiler's modules (PREIMPORT_ENV)
         self._error = ""
-        self._replies: dict[int, dict[str, Any]] = {}
+        self._replies: dict[int, Spawned] = {}
         self._exits: dict[int, int] = {}
         self._ids = itertools.count(1)
         self._closed = False
@@ -151,21 +152,21 @@ class ForkServer:
                     self._ready = False
                     self._changed.notify_all()
                     return
-                message = json.loads(data)
-                if "ready" in message:
-                    self._ready = bool(message["ready"])
-                    self.preimported = bool(message.get("preimported"))
-                    self._error = message.get("error", "")
+                message = decode_tagged(json.loads(data), (ForkReady, Spawned, Exited))
+                if isinstance(message, ForkReady):
+                    self._ready = message.ready
+                    self.preimported = message.preimported
+                    self._error = message.error
                     if self._ready:
                         logger.debug("fork server %d ready (profiler preimported: %s)", self.proc.pid, self.preimported)
                     else:
                         logger.warning("the fork server could not get ready: %s", self._error)
                     if self._ready and self.on_ready is not None:
                         threading.Thread(target=self.on_ready, args=(self,), name="cudagym-fill", daemon=True).start()
-                elif "exit" in message:
-                    self._exits[int(message["exit"])] = int(message["status"])
-                elif "id" in message:
-                    self._replies[int(message["id"])] = message
+                elif isinstance(message, Exited):
+                    self._exits[message.exit] = message.status
+                else:
+                    self._replies[message.id] = message
                 self._changed.notify_all()
 
     @property
@@ -195,11 +196,11 @@ class ForkServer:
         stdout_r, stdout_w = os.pipe()
         channel_r, channel_w = os.pipe()
         ours, theirs = (stdin_w, stdout_r, channel_r), (stdin_r, stdout_w, channel_w)
-        request = {"op": "spawn", "role": role, "spec": spec, "env": env, "cwd": cwd}
         try:
             with self._lock:
-                request["id"] = ident = next(self._ids)
-                socket.send_fds(self.sock, [json.dumps(request).encode()], list(theirs))
+                request = Spawn(next(self._ids), role, spec, env, cwd)
+                ident = request.id
+                socket.send_fds(self.sock, [json.dumps(encode_tagged(request)).encode()], list(theirs))
         except OSError as exc:
             for fd in ours:
                 os.close(fd)
@@ -210,12 +211,12 @@ class ForkServer:
         with self._changed:
             self._changed.wait_for(lambda: ident in self._replies or self._ready is False, SPAWN_TIMEOUT_S)
             reply = self._replies.pop(ident, None)
-        if reply is None or "pid" not in reply:
+        if reply is None or reply.error or not reply.pid:
             for fd in ours:
                 os.close(fd)
-            why = reply.get("error") if reply else (self._error or "no answer")
+            why = reply.error if reply else (self._error or "no answer")
             raise ForkServerError(f"the fork server could not start a {role}: {why}")
-        pid = int(reply["pid"])
+        pid = reply.pid
         logger.debug("forked a %s (pid %d)", role, pid)
         return ForkedProcess(self, pid, os.fdopen(stdin_w, "wb"), os.fdopen(stdout_r, "rb"), channel_r)
 

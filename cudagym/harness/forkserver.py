@@ -5,13 +5,12 @@ socket pair). Importing torch costs seconds per process; a fork costs millisecon
 every forked candidate initialises its own CUDA context after the fork (a CUDA context does not survive ``fork``), and
 nothing one candidate does reaches the next: each is a new process, used once, then killed.
 
-Protocol (JSON, one message per packet):
+Protocol (the typed messages of ``protocol.py``, as JSON, one per packet):
 
-* server -> client, once: ``{"ready": true, "pid": P, "preimported": BOOL}`` (or ``{"ready": false, "error": ...}``);
-* client -> server: ``{"op": "spawn", "id": N, "role": ..., "spec": SPEC, "env": {...}, "cwd": ...}``
-  with three file descriptors attached (the child's stdin, its stdout/stderr, its private channel);
-* server -> client: ``{"id": N, "pid": P}`` (or ``{"id": N, "error": ...}``), and when that process
-  ends ``{"exit": P, "status": WAIT_STATUS}``.
+* server -> client, once: ``ForkReady`` (ready, or not and why);
+* client -> server: ``Spawn`` (an id, the role, its spec, environment and folder) with three file descriptors
+  attached (the child's stdin, its stdout/stderr, its private channel);
+* server -> client: ``Spawned`` (the id and the child's pid, or an error), and when that process ends ``Exited``.
 
 The child becomes what ``cudagym.harness.child ROLE FD SPEC`` would be: a new session, its own environment,
 the sandbox and rlimits of SPEC (``child.prepare``: a PID namespace, or else a guard that adopts and kills what
@@ -33,9 +32,10 @@ import sys
 import tempfile
 import traceback
 import warnings
-from typing import Any, NoReturn
+from typing import NoReturn
 
 from .common import launch_arguments
+from .protocol import Exited, ForkReady, ProtocolError, Spawn, Spawned, decode_tagged, encode_tagged
 
 PR_SET_CHILD_SUBREAPER = 36
 MAX_PACKET = 1 << 20
@@ -104,7 +104,7 @@ def children_of(pid: int) -> set[int]:
     return found
 
 
-def become_child(request: dict[str, Any], fds: list[int], server_fds: list[int]) -> NoReturn:
+def become_child(request: Spawn, fds: list[int], server_fds: list[int]) -> NoReturn:
     """In the forked process: the child ``cudagym.harness.child ROLE FD SPEC`` would be. Never returns."""
     try:
         sys.dont_write_bytecode = True  # only the server may write the bytecode cache (cudagym/bytecode.py)
@@ -125,15 +125,15 @@ def become_child(request: dict[str, Any], fds: list[int], server_fds: list[int])
         sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), write_through=True, line_buffering=True)
         sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), write_through=True, line_buffering=True)
         os.environ.clear()
-        os.environ.update(request["env"])
+        os.environ.update(request.env)
         tempfile.tempdir = None  # TMPDIR is the candidate's own scratch folder
-        if request.get("cwd"):
-            os.chdir(request["cwd"])
-        spec = request["spec"]
-        sys.argv = [os.path.join(os.path.dirname(__file__), "child.py"), request["role"], str(channel_fd), spec]
+        if request.cwd:
+            os.chdir(request.cwd)
+        spec = request.spec
+        sys.argv = [os.path.join(os.path.dirname(__file__), "child.py"), request.role, str(channel_fd), spec]
         from . import child
 
-        child.run_role(request["role"], channel_fd, json.loads(spec))
+        child.run_role(request.role, channel_fd, json.loads(spec))
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else 1
@@ -162,17 +162,17 @@ class Server:
         self.selector.register(self.sock, selectors.EVENT_READ, "request")
         self.selector.register(self.read_wake, selectors.EVENT_READ, "signal")
 
-    def send(self, **message: Any) -> None:
+    def send(self, message: ForkReady | Spawned | Exited) -> None:
         try:
-            self.sock.send(json.dumps(message).encode())
+            self.sock.send(json.dumps(encode_tagged(message)).encode())
         except OSError:
             pass  # the client is gone: the loop ends at its EOF
 
-    def spawn(self, request: dict[str, Any], fds: list[int]) -> None:
+    def spawn(self, request: Spawn, fds: list[int]) -> None:
         if len(fds) != 3:
             for fd in fds:
                 os.close(fd)
-            self.send(id=request.get("id"), error=f"expected 3 file descriptors, got {len(fds)}")
+            self.send(Spawned(request.id, error=f"expected 3 file descriptors, got {len(fds)}"))
             return
         sys.stdout.flush()
         sys.stderr.flush()
@@ -182,7 +182,7 @@ class Server:
         for fd in fds:
             os.close(fd)
         self.children.add(pid)
-        self.send(id=request.get("id"), pid=pid)
+        self.send(Spawned(request.id, pid=pid))
 
     def reap(self) -> None:
         while True:
@@ -194,7 +194,7 @@ class Server:
                 return
             if pid in self.children:
                 self.children.discard(pid)
-                self.send(exit=pid, status=status)
+                self.send(Exited(exit=pid, status=status))
 
     def kill_orphans(self) -> None:
         """Kills processes re-parented to the server (orphaned by a candidate); they never belong here."""
@@ -217,13 +217,12 @@ class Server:
                 if not data:
                     self.shutdown()
                 try:
-                    request = json.loads(data)
-                except ValueError:
+                    request = decode_tagged(json.loads(data), (Spawn,))
+                except (ValueError, ProtocolError):  # not a request (its client is trusted: a bug, passed over)
                     for fd in fds:
                         os.close(fd)
                     continue
-                if request.get("op") == "spawn":
-                    self.spawn(request, fds)
+                self.spawn(request, fds)
             self.reap()
             self.kill_orphans()
 
@@ -256,10 +255,10 @@ def main() -> None:
         if problem:
             raise RuntimeError(problem)
     except BaseException as exc:
-        sock.send(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}).encode())
+        sock.send(json.dumps(encode_tagged(ForkReady(False, error=f"{type(exc).__name__}: {exc}"))).encode())
         raise
     server = Server(sock)
-    server.send(ready=True, pid=os.getpid(), preimported=preimport)
+    server.send(ForkReady(True, pid=os.getpid(), preimported=preimport))
     server.serve()
 
 

@@ -579,6 +579,64 @@ class CandidateJob:
             raise ProtocolError(f"CandidateJob.mode: one of {self.MODES}, got {self.mode!r}")
 
 
+# -- the fork server (``forkserver.py``; ``cudagym/forkserver.py`` is its client) -----------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class ForkReady:
+    """The fork server's first message: ``ready`` to fork (its ``pid``, and whether it ``preimported`` what a first
+    profiling session imports), or not, with the ``error``."""
+
+    ready: bool
+    pid: int = 0
+    preimported: bool = False
+    error: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Spawn:
+    """Fork child ``id``, to run ``role`` with ``spec`` (``child.py``) in environment ``env`` and folder ``cwd``;
+    its stdin, stdout and private channel travel with the message as file descriptors."""
+
+    id: int
+    role: str
+    spec: str
+    env: dict[str, str]
+    cwd: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Spawned:
+    """Child ``id`` is process ``pid``, or could not be forked (``error``)."""
+
+    id: int
+    pid: int = 0
+    error: str = ""
+
+
+@dataclasses.dataclass(frozen=True)
+class Exited:
+    """A forked child ended: its pid and wait status."""
+
+    exit: int
+    status: int
+
+
+def encode_tagged(message: Any) -> dict[str, Any]:
+    """A message of a channel that carries several types (the fork server's): its fields and its type's name."""
+    return {"message": type(message).__name__, **dataclasses.asdict(message)}
+
+
+def decode_tagged(raw: object, kinds: tuple[type, ...]) -> Any:
+    """The message ``encode_tagged`` wrote, of one of ``kinds``; ``ProtocolError`` for any other."""
+    if not isinstance(raw, dict):
+        raise ProtocolError(f"a message is an object, got {str(raw)[:200]}")
+    kind = next((k for k in kinds if k.__name__ == raw.get("message")), None)
+    if kind is None:
+        raise ProtocolError(f"expected one of {[k.__name__ for k in kinds]}, got {raw.get('message')!r}")
+    return decode(kind, {k: v for k, v in raw.items() if k != "message"})
+
+
 # -- the wire ------------------------------------------------------------------------------------------------------
 
 

@@ -137,3 +137,12 @@ def test_a_candidates_job_is_read_against_its_type() -> None:
         decode(protocol.CandidateJob, {"mode": "run_anything", "workspace": "/w"})
     with pytest.raises(ProtocolError, match=r"CandidateJob\.threads: expected an integer"):
         decode(protocol.CandidateJob, {"mode": "serve", "workspace": "/w", "threads": "2"})
+
+
+@pytest.mark.parametrize("kind", [protocol.ForkReady, protocol.Spawn, protocol.Spawned, protocol.Exited])
+def test_the_fork_servers_messages_survive_the_wire_and_name_their_type(kind: type) -> None:
+    message = _instance(kind)
+    kinds = (protocol.ForkReady, protocol.Spawn, protocol.Spawned, protocol.Exited)
+    assert protocol.decode_tagged(_wire(protocol.encode_tagged(message)), kinds) == message
+    with pytest.raises(ProtocolError, match="expected one of"):
+        protocol.decode_tagged(_wire(protocol.encode_tagged(message)), tuple(k for k in kinds if k is not kind))
