@@ -13,6 +13,7 @@ from cudagym import forkserver
 from cudagym.backends import resolve_backend
 from cudagym.candidate_pool import CandidatePool, Phases, classify
 from cudagym.evaluator import EvalConfig
+from cudagym.harness.protocol import CandidateJob
 from cudagym.results import Status
 from cudagym.sandbox import ChildLimits
 
@@ -72,7 +73,7 @@ def test_a_pool_whose_fork_server_cannot_start_falls_back_to_new_interpreters(mo
     monkeypatch.setattr(forkserver, "READY_TIMEOUT_S", 0.0)  # the server is never ready in time
     pool = CandidatePool(resolve_backend("cpu"), ChildLimits(), prestart=1, env={})
     try:
-        child = pool.start({"mode": "import", "workspace": "/nonexistent"})
+        child = pool.start(CandidateJob(mode="import", workspace="/nonexistent"))
         assert not child.forked and "not ready" in pool.fork_server_error
     finally:
         pool.close()
@@ -105,7 +106,7 @@ def test_a_wrapped_run_lasts_until_the_wrapper_has_written_its_report(tmp_path: 
     wrapper = ("/bin/sh", "-c", f'"$@"; status=$?; sleep 0.5; echo written > {report}; exit $status', "wrapper")
     pool = CandidatePool(resolve_backend("cpu"), ChildLimits(), 0, {})
     try:
-        child, finished, code = pool.run({"mode": "import", "workspace": str(tmp_path)}, 60, prefix=wrapper)
+        child, finished, code = pool.run(CandidateJob(mode="import", workspace=str(tmp_path)), 60, prefix=wrapper)
         assert finished and code == 0, child.output.text()
         assert classify(child, finished, code, 60)[0] is Status.OK
         assert report.read_text() == "written\n"

@@ -16,6 +16,7 @@ from test_cuda_backend import GPU_CONFIG, RELU, SMALL_RELU, relu_env_with_soluti
 from cudagym.backends import query_gpu
 from cudagym.baselines import tool_call
 from cudagym.envs import CudaKernelEnv
+from cudagym.harness.protocol import CandidateJob
 from cudagym.sandbox import Child, sandbox_processes
 
 pytestmark = [
@@ -60,7 +61,7 @@ def test_a_forked_spare_initialises_cuda_and_the_profiler_and_reports_warm(child
         pool.fill()
         pool._server.wait_ready()
         started = time.monotonic()
-        child = pool.start({"mode": "import", "workspace": str(env.workspace.path)}, refill=False)
+        child = pool.start(CandidateJob(mode="import", workspace=str(env.workspace.path)), refill=False)
         assert child.receive(started + 60) == {"stage": "warm"}
         assert child.forked
         print(f"FORKED_WARM_S {time.monotonic() - started:.2f}")  # for the record; benchmarks/warmup_parts.py measures
