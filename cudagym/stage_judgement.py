@@ -19,20 +19,7 @@ from cudagym.results import CheckResult, IntegrityFinding
 def check_result(check: Check) -> CheckResult:
     """The result of one check as the evaluator reports it (the reference's ``Check`` without the findings it
     carries: determinism and unchanged inputs become integrity findings)."""
-    return CheckResult(
-        index=check.index,
-        passed=check.passed,
-        max_abs_error=check.max_abs_error,
-        max_rel_error=check.max_rel_error,
-        worst_index=check.worst_index,
-        expected=check.expected,
-        actual=check.actual,
-        mismatched=check.mismatched,
-        total=check.total,
-        output=check.output,
-        problem=check.problem,
-        precision_ratio=check.precision_ratio,
-    )
+    return CheckResult(**{field.name: getattr(check, field.name) for field in dataclasses.fields(CheckResult)})
 
 
 def observed_findings(

@@ -630,13 +630,13 @@ class Clock:
                 expected = self.model(*inputs)
         actual, problem = self.actual(record, call)
         if problem:
-            fields = check_reply(index, False, problem=problem)["check"]
+            fields = check_reply(index, False, problem=problem)
         else:
-            fields = compare_outputs(expected, actual, atol, rtol, index)["check"]
+            fields = compare_outputs(expected, actual, atol, rtol, index)
             if fields["passed"] and expected64 is not None:
                 fields.update(compare_precision(expected, expected64, actual, precision))
             if fields["passed"] and self.cuda and not self._seal_holds(record, call):
-                fields = check_reply(index, False, problem="the output changed after the timed interval ended")["check"]
+                fields = check_reply(index, False, problem="the output changed after the timed interval ended")
         fields["inputs_unchanged"] = self.inputs_unchanged(record.sets[call])
         return decode(Check, fields)
 

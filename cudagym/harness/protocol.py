@@ -13,6 +13,7 @@ Stdlib only: the environment imports it without torch, the reference process wit
 from __future__ import annotations
 
 import dataclasses
+import functools
 import types
 import typing
 from typing import Any, ClassVar, Generic, TypeVar
@@ -685,7 +686,7 @@ def decode(cls: type[MessageT], raw: object, where: str = "") -> MessageT:
     if not isinstance(raw, dict):
         raise ProtocolError(f"{where}: expected an object, got {type(raw).__name__}")
     assert dataclasses.is_dataclass(cls)
-    hints = typing.get_type_hints(cls)
+    hints = _hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     unknown = sorted(set(raw) - set(fields))
     if unknown:
@@ -697,6 +698,13 @@ def decode(cls: type[MessageT], raw: object, where: str = "") -> MessageT:
         elif field.default is dataclasses.MISSING and field.default_factory is dataclasses.MISSING:
             raise ProtocolError(f"{where}: missing field {name!r}")
     return typing.cast(MessageT, cls(**values))
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    """``cls``'s resolved type hints (resolving them parses the annotations' text: done once per type, not once per
+    message, since every compared call's check is read through ``decode``)."""
+    return typing.get_type_hints(cls)
 
 
 def _value(hint: Any, value: Any, where: str) -> Any:
