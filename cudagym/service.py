@@ -10,7 +10,8 @@ protocol as ``LocalEvaluator``; an environment uses it through its evaluator fac
 
 Workspaces stay where the environment made them (same machine); requests carry the workspace's path and
 the original content of its fixed files, so the server checks and restores them as a local evaluator
-does. Messages are JSON: results travel as their dict form and come back as the same frozen dataclasses.
+does. The messages are typed (:mod:`cudagym.service_messages`: one request, one reply of the request's own
+type or ``Refused``); results travel in their dict form and come back as the same frozen dataclasses.
 Whatever goes wrong between client and server (no server, server gone, no reply in time) comes back as
 a ``Status.HARNESS_ERROR`` result, never as an exception at the agent.
 
@@ -21,7 +22,6 @@ next to the socket) authenticating both ends; a Ray actor handle can implement t
 from __future__ import annotations
 
 import argparse
-import base64
 import collections.abc
 import dataclasses
 import hashlib
@@ -41,18 +41,19 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from cudagym import results
+from cudagym import service_messages as messages
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import default_cache_dir
 from cudagym.codec import decode, encode
 from cudagym.errors import HarnessError
 from cudagym.evaluator import EvalConfig, Evaluator, LocalEvaluator
+from cudagym.harness.protocol import ProtocolError
 from cudagym.results import Stage, StageResult, Status
 from cudagym.tasks.task import Task
 from cudagym.text import clean
 from cudagym.workspace import Workspace, WorkspaceLimits
 
 logger = logging.getLogger(__name__)
-PROTOCOL = 1
 _RESULT_TYPES = {
     cls.__name__: cls
     for cls in vars(results).values()
@@ -76,9 +77,8 @@ def decode_result(kind: str, data: dict[str, Any]) -> StageResult:
     return decode(_RESULT_TYPES[kind], data)
 
 
-def _workspace_message(workspace: Workspace) -> dict[str, Any]:
-    fixed = {name: base64.b64encode(data).decode() for name, data in workspace._fixed_content.items()}
-    return {"path": str(workspace.path), "fixed": fixed, "limits": encode(workspace.limits)}
+def _workspace_spec(workspace: Workspace) -> messages.WorkspaceSpec:
+    return messages.WorkspaceSpec.of(str(workspace.path), workspace._fixed_content, encode(workspace.limits))
 
 
 class AttachedWorkspace(Workspace):
@@ -108,10 +108,11 @@ class TransportError(HarnessError):
 
 
 class Transport(Protocol):
-    """Carries one JSON-ready request to the server of a session and returns its reply.
+    """Carries one request of :mod:`cudagym.service_messages` (as its JSON object) to the server of a session and
+    returns the reply's JSON object.
 
-    The first request of a session is ``{"op": "open", ...}``; a transport that loses its connection
-    raises TransportError and starts a new session (the client then opens it again).
+    The first request of a session is ``Open``; a transport that loses its connection raises TransportError and
+    starts a new session (the client then opens it again).
     """
 
     def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]: ...
@@ -205,44 +206,45 @@ class ServiceEvaluator:
         self._open = False
         self._retarget = False
 
-    def _request(self, message: dict[str, Any]) -> dict[str, Any]:
-        reply = self.transport.request(message, self.call_timeout)
-        if not reply.get("ok"):
-            raise RuntimeError(reply.get("error", "the service gave no reason"))
+    def _request(self, request: Any) -> Any:
+        """``request``'s reply, of the type that carries it out; RuntimeError with the server's reason for a
+        ``Refused``, ``ProtocolError`` for a reply out of protocol, TransportError for a lost one."""
+        reply = messages.decode_reply(request, self.transport.request(messages.encode(request), self.call_timeout))
+        if isinstance(reply, messages.Refused):
+            raise RuntimeError(reply.error or "the service gave no reason")
         return reply
 
     def _session(self) -> None:
         if not self._open:
             self._request(
-                {
-                    "op": "open",
-                    "protocol": PROTOCOL,
-                    "task": encode(self.task),
-                    "backend": self.backend.name,
-                    "config": encode(self.config),
-                }
+                messages.Open(
+                    protocol=messages.PROTOCOL,
+                    task=encode(self.task),
+                    backend=self.backend.name,
+                    config=encode(self.config),
+                )
             )
             self._open, self._retarget = True, False
         elif self._retarget:
-            self._request({"op": "retarget", "task": encode(self.task)})
+            self._request(messages.Retarget(task=encode(self.task)))
             self._retarget = False
 
-    def _call(self, op: str, workspace: Workspace, **options: Any) -> Any:
-        cls, stage = _STAGE_CLASS[op]
+    def _call(self, stage_name: str, workspace: Workspace, *, ncu: bool = False) -> Any:
+        cls, stage = _STAGE_CLASS[stage_name]
         start = time.monotonic()
         try:
             self._session()
-            reply = self._request({"op": op, "workspace": _workspace_message(workspace), **options})
-            result = decode_result(reply["type"], reply["result"])
+            reply = self._request(messages.Evaluate(stage_name, _workspace_spec(workspace), ncu=ncu))
+            result = decode_result(reply.result_type, reply.result)
             if not isinstance(result, cls):
-                raise ValueError(f"the service answered {op} with a {type(result).__name__}")
+                raise ValueError(f"the service answered {stage_name} with a {type(result).__name__}")
             return result
         except TransportError as exc:
             self._open = False  # the next call connects and opens a new session
             reason = str(exc)
-        except (RuntimeError, ValueError, KeyError, TypeError) as exc:
+        except (RuntimeError, ValueError, KeyError, TypeError) as exc:  # ProtocolError is a ValueError
             reason = f"{type(exc).__name__}: {exc}"
-        logger.warning("the evaluation service failed a %s of %s: %s", op, self.task.id, reason)
+        logger.warning("the evaluation service failed a %s of %s: %s", stage_name, self.task.id, reason)
         return cls(
             stage=stage,
             status=Status.HARNESS_ERROR,
@@ -272,7 +274,7 @@ class ServiceEvaluator:
         """Ends the session (the server stops its processes); never raises."""
         if self._open:
             try:
-                self.transport.request({"op": "close"}, timeout=10.0)
+                self.transport.request(messages.encode(messages.Close()), timeout=10.0)
             except TransportError:
                 pass
         self._open = False
@@ -295,46 +297,43 @@ class ServiceEvaluatorFactory:
 
 
 class _Session:
-    """One client's state on the server: its evaluator (made by ``open``, through ``server.make_evaluator``)."""
+    """One client's state on the server: its evaluator (made by ``Open``, through ``server.make_evaluator``)."""
 
     def __init__(self, server: EvaluationServer) -> None:
         self.server = server
         self.evaluator: Evaluator | None = None
 
-    def handle(self, message: dict[str, Any]) -> dict[str, Any]:
-        op = message.get("op")
-        if op == "hello":
-            return {"ok": True, **self.server.info()}
-        if op == "open":
-            if message.get("protocol") != PROTOCOL:
-                return {"ok": False, "error": f"protocol {message.get('protocol')} != the server's {PROTOCOL}"}
-            if message.get("backend") != self.server.backend.name:
-                return {
-                    "ok": False,
-                    "error": f"the server runs the {self.server.backend.name} backend, "
-                    f"the client asked for {message.get('backend')}",
-                }
+    def handle(self, request: Any) -> Any:
+        """The reply to one request (``messages.REPLY_FOR`` its type, or ``Refused``)."""
+        if request.needs_session and self.evaluator is None:
+            return messages.Refused(f"{type(request).__name__} before Open")
+        if isinstance(request, messages.Hello):
+            return self.server.info()
+        if isinstance(request, messages.Open):
+            if request.protocol != messages.PROTOCOL:
+                return messages.Refused(f"protocol {request.protocol} != the server's {messages.PROTOCOL}")
+            if request.backend != self.server.backend.name:
+                return messages.Refused(
+                    f"the server runs the {self.server.backend.name} backend, the client asked for {request.backend}"
+                )
             self.close()
-            task, config = decode(Task, message["task"]), decode(EvalConfig, message["config"])
+            task, config = decode(Task, request.task), decode(EvalConfig, request.config)
             self.evaluator = self.server.make_evaluator(task, config)
             logger.debug("session opened for %s", task.id)
-            return {"ok": True}
-        if op == "close":
+            return messages.Acknowledged()
+        if isinstance(request, messages.Close):
             self.close()
-            return {"ok": True}
-        if self.evaluator is None:
-            return {"ok": False, "error": f"{op!r} before open"}
-        if op == "retarget":
-            self.evaluator.retarget(decode(Task, message["task"]))
-            return {"ok": True}
-        if op not in _STAGE_CLASS:
-            return {"ok": False, "error": f"unknown operation {op!r}"}
-        spec = message["workspace"]
-        fixed = {name: base64.b64decode(text) for name, text in spec["fixed"].items()}
-        workspace = AttachedWorkspace(spec["path"], fixed, decode(WorkspaceLimits, spec.get("limits") or {}))
-        options = {"ncu": bool(message.get("ncu"))} if op == "profile" else {}
-        result = getattr(self.evaluator, op)(workspace, **options)
-        return {"ok": True, "type": type(result).__name__, "result": encode(result)}
+            return messages.Acknowledged()
+        assert self.evaluator is not None
+        if isinstance(request, messages.Retarget):
+            self.evaluator.retarget(decode(Task, request.task))
+            return messages.Acknowledged()
+        assert isinstance(request, messages.Evaluate)
+        spec = request.workspace
+        workspace = AttachedWorkspace(spec.path, spec.fixed_bytes(), decode(WorkspaceLimits, spec.limits))
+        options = {"ncu": request.ncu} if request.stage == "profile" else {}
+        result = getattr(self.evaluator, request.stage)(workspace, **options)
+        return messages.Evaluated(type(result).__name__, encode(result))
 
     def close(self) -> None:
         if self.evaluator is not None:
@@ -369,17 +368,18 @@ class EvaluationServer:
         ones instead, ``cudagym.pool.server``)."""
         return LocalEvaluator(task, self.backend, config, cache_dir=self.cache_dir)
 
-    def info(self) -> dict[str, Any]:
+    def info(self) -> messages.ServerInfo:
+        """What ``Hello`` answers."""
         with self._lock:
             sessions, served = len(self._sessions), self._served
-        return {
-            "pid": os.getpid(),
-            "backend": self.backend.name,
-            "device": self.backend.device_name,
-            "sessions": sessions,
-            "connections_served": served,
-            "uptime_s": time.time() - self.started,
-        }
+        return messages.ServerInfo(
+            pid=os.getpid(),
+            backend=self.backend.name,
+            device=self.backend.device_name,
+            sessions=sessions,
+            connections_served=served,
+            uptime_s=time.time() - self.started,
+        )
 
     def _bind(self) -> Listener:
         self.socket_path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -429,14 +429,9 @@ class EvaluationServer:
             deliver_challenge(conn, authkey)
             answer_challenge(conn, authkey)
             while True:
-                message = json.loads(conn.recv_bytes())
-                try:
-                    reply = session.handle(message)
-                except Exception as exc:  # the machinery failed: the client reports a harness error
-                    detail = "".join(traceback.format_exception_only(exc)).strip()
-                    logger.warning("a %s request failed in the server: %s", message.get("op"), detail, exc_info=exc)
-                    reply = {"ok": False, "error": f"{detail} (in {message.get('op')})"}
-                conn.send_bytes(json.dumps(reply).encode())
+                raw = json.loads(conn.recv_bytes())
+                reply = self._answer(session, raw)
+                conn.send_bytes(json.dumps(messages.encode(reply)).encode())
         except AuthenticationError:
             logger.warning("refused a connection to %s that did not hold the key", self.socket_path)
         except (EOFError, OSError, ValueError):
@@ -446,6 +441,23 @@ class EvaluationServer:
             conn.close()
             with self._lock:
                 self._sessions.discard(session)
+
+    @staticmethod
+    def _answer(session: _Session, raw: object) -> Any:
+        """The reply to one message off the wire: ``Refused`` for one out of protocol or one the machinery failed
+        (the client reports a harness error), the session's answer otherwise."""
+        try:
+            request = messages.decode_request(raw)
+        except ProtocolError as exc:
+            logger.warning("refused a message out of protocol: %s", exc)
+            return messages.Refused(f"out of protocol: {exc}")
+        try:
+            return session.handle(request)
+        except Exception as exc:
+            detail = "".join(traceback.format_exception_only(exc)).strip()
+            name = type(request).__name__
+            logger.warning("a %s request failed in the server: %s", name, detail, exc_info=exc)
+            return messages.Refused(f"{detail} (in {name})")
 
     def shutdown(self) -> None:
         """Stops accepting, ends every session (their processes stop) and removes the socket; idempotent."""
@@ -491,9 +503,11 @@ def spawn_server(
         if key_path(socket_path).exists():
             transport = UnixSocketTransport(socket_path)
             try:
-                if transport.request({"op": "hello"}, timeout=10).get("ok"):
+                hello = messages.Hello()
+                reply = messages.decode_reply(hello, transport.request(messages.encode(hello), timeout=10))
+                if isinstance(reply, messages.ServerInfo):
                     return proc
-            except TransportError:
+            except (TransportError, ProtocolError):
                 pass
             finally:
                 transport.close()

@@ -21,12 +21,14 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import gymnasium as gym
 import pytest
 from cudagym_testing import RELU, relu_solution
 
 import cudagym  # noqa: F401  (registers the environment)
+from cudagym import service_messages as messages
 from cudagym.backends import Backend, resolve_backend
 from cudagym.baselines import tool_call
 from cudagym.evaluator import EvalConfig
@@ -56,6 +58,7 @@ from cudagym.results import (
 from cudagym.service import (
     ServiceEvaluator,
     ServiceEvaluatorFactory,
+    UnixSocketTransport,
     decode_result,
     encode,
     spawn_server,
@@ -180,6 +183,61 @@ def test_results_come_back_as_the_same_frozen_dataclasses() -> None:
     assert decode_result("SubmitResult", encode(submit)).verify.checks[0].worst_index == (3, 1)  # type: ignore[union-attr]
     with pytest.raises(ValueError, match="unknown result type"):
         decode_result("Workspace", {})
+
+
+def test_the_server_refuses_a_message_out_of_protocol_and_serves_on(service: Service) -> None:
+    transport = UnixSocketTransport(service.socket)
+    try:
+        for raw in ({"op": "open"}, {"message": "Evaluate", "stage": "verify"}, [1, 2]):
+            reply = transport.request(raw, timeout=30)  # type: ignore[arg-type]
+            assert messages.decode_reply(messages.Hello(), reply) == messages.Refused(reply["error"])
+            assert "out of protocol" in reply["error"]
+        early = messages.Evaluate("verify", messages.WorkspaceSpec("/tmp", {}))
+        assert messages.decode_reply(early, transport.request(messages.encode(early), timeout=30)) == (
+            messages.Refused("Evaluate before Open")
+        )
+        info = messages.decode_reply(messages.Hello(), transport.request(messages.encode(messages.Hello()), 30))
+        assert isinstance(info, messages.ServerInfo) and info.backend == "cpu" and info.pool is None
+    finally:
+        transport.close()
+
+
+class _Scripted:
+    """A transport whose server answers every request with one fixed JSON object (a server out of protocol)."""
+
+    def __init__(self, reply: dict[str, Any]) -> None:
+        self.reply, self.asked = reply, []
+
+    def request(self, message: dict[str, Any], timeout: float) -> dict[str, Any]:
+        self.asked.append(message["message"])
+        return self.reply
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        messages.encode(messages.Acknowledged()),  # answers Evaluate as if it were Open
+        {"ok": True, "type": "VerifyResult", "result": {}},  # the old envelope
+        messages.encode(messages.Evaluated("ProfileResult", {})),  # another stage's result
+    ],
+)
+def test_a_reply_out_of_protocol_is_a_harness_error_at_the_client(reply: dict[str, Any], config: EvalConfig) -> None:
+    task = load("builtin").get(RELU)
+    ok = messages.encode(messages.Acknowledged())
+    transport = _Scripted(ok)
+    client = ServiceEvaluator(task, CPU, config, transport=transport)
+    workspace = relu_workspace()
+    try:
+        client._session()
+        transport.reply = reply
+        result = client.verify(workspace)
+        assert isinstance(result, VerifyResult) and result.status is Status.HARNESS_ERROR, result
+        assert transport.asked == ["Open", "Evaluate"]
+    finally:
+        workspace.remove()
 
 
 # -- one server, several clients --------------------------------------------------------------------

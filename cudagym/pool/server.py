@@ -21,6 +21,7 @@ from cudagym.pool.client import PoolEvaluator
 from cudagym.pool.evaluators import PoolLimits
 from cudagym.pool.pool import EvaluationPool
 from cudagym.service import EvaluationServer, add_server_arguments, default_socket_path, run_server
+from cudagym.service_messages import ServerInfo
 from cudagym.tasks.task import Task
 
 
@@ -53,8 +54,8 @@ class PoolServer(EvaluationServer):
     def make_evaluator(self, task: Task, config: EvalConfig) -> Evaluator:
         return PoolEvaluator(self.pool, task, self.backend, config, session=f"connection-{next(self._session_ids)}")
 
-    def info(self) -> dict[str, Any]:
-        return {**super().info(), "pool": dataclasses.asdict(self.pool.stats())}
+    def info(self) -> ServerInfo:
+        return dataclasses.replace(super().info(), pool=dataclasses.asdict(self.pool.stats()))
 
     def shutdown(self) -> None:
         super().shutdown()
