@@ -35,6 +35,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from cudagym.harness.timing import TimingConfig
+
 DEFAULT_TASKS = "builtin/scale_bias_tanh,builtin/silu_clamp,builtin/affine_gelu_clamp"  # 1 GB tensors on cuda
 STAGES = ("compile", "verify", "profile")
 
@@ -56,6 +58,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
 
             factory = ServiceEvaluatorFactory(options["socket"])
         from cudagym.evaluator import EvalConfig
+        from cudagym.harness.timing import TimingConfig
         from cudagym.tuning import Tuning
 
         env = gym.make(
@@ -65,6 +68,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
             cache_dir=options["cache_dir"],
             evaluator_factory=factory,
             eval_config=EvalConfig(
+                timing=TimingConfig(median_within=options["median_within"]),
                 tuning=Tuning(
                     prestart=options.get("prestart", "auto"),
                     fork_server=options.get("fork_server", "auto") != "off",
@@ -305,6 +309,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": args.seconds,
         "max_cycles": args.max_cycles or sys.maxsize,
         "fixed_cycles": args.fixed_cycles,
+        "median_within": args.median_within,
         "setup_timeout": args.setup_timeout,
         "socket": None,
         "prestart": args.prestart,
@@ -451,6 +456,12 @@ def main(argv: list[str] | None = None) -> int:
         default="warning",
         choices=("debug", "info", "warning", "error"),
         help="what the service or pool logs to stderr (info: the pool's admissions, by device memory)",
+    )
+    parser.add_argument(
+        "--median-within",
+        type=float,
+        default=TimingConfig().median_within,
+        help="TimingConfig.median_within: a timing stops once its median is known this closely (0: whole budget)",
     )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args(argv)

@@ -234,8 +234,9 @@ class Clock:
         if self.cuda:
             self.gpu = GpuLib(gpulib, device)
             self.block.map_for_device(self.gpu)
-            self.flush = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
-            self.seal_out = torch.zeros(self.max_calls * max(1, len(self.templates)), dtype=torch.int64, device=device)
+            self.flush: Any = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+            seals = self.max_calls * max(1, len(self.templates))
+            self.seal_out: Any = torch.zeros(seals, dtype=torch.int64, device=device)
             self.events = [torch.cuda.Event(enable_timing=True) for _ in range(5)]
         else:
             self.wake = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -259,7 +260,7 @@ class Clock:
         sets, specs = [], []
         pool = torch.cuda.MemPool() if self.cuda else None  # a mapped allocation holds only these buffers
         driver = CudaDriver() if self.cuda else None
-        self._pool = pool
+        self._pool: Any = pool
         for index in range(self.max_calls):
             values, described = [], []
             for position, value in enumerate(template):
@@ -822,6 +823,9 @@ class Clock:
         if self.gpu is not None:
             self.torch.cuda.synchronize(self.device)
             self.gpu.unregister_host(self.block.host_address)
+        # the device memory of this stage (the L2 flush buffer, the input sets' pool) goes back with it, so that the
+        # reference process's empty_cache after a detach returns it to the device at once
+        self.flush = self.seal_out = self._pool = None
         self.shared = self.staging = []
         self.freezer.close()
         self.block.close()

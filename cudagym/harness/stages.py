@@ -26,7 +26,7 @@ from .clock import Clock, Handshake
 from .compare import same_values
 from .cputime import Spent
 from .protocol import CalibrationEntry, Check, ErrorReport, Observation, RunTime, Timed, Verified
-from .timing import TimingConfig, summarize, time_callable, warm_up
+from .timing import TimingConfig, enough, summarize, time_callable, warm_up
 
 WARM_UP_CHECK_SHARE = 0.25  # of the warm-up calls, compared in full (every timed call is)
 # calls per handshake: enough for the work of a handshake to reach this (cuda, cpu) unless ``TimingConfig.handshake_us``
@@ -189,7 +189,7 @@ class Timing:
                 timed.extend(got)
                 if len(timed) % EAGER_EVERY == 0 and self.eager is not None:
                     self._eager_sample()
-                if len(timed) >= config.min_reps and time.perf_counter() - start >= config.budget_seconds:
+                if enough(timed, config, start):
                     break
             while self.eager is not None and len(self.eager_ms) < EAGER_SAMPLES:
                 self._eager_sample()

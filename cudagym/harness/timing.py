@@ -42,6 +42,10 @@ class TimingConfig:
     min_reps: int = 10
     max_reps: int = 200
     budget_seconds: float = 1.0
+    # past ``min_reps``, the timed repetitions stop before ``budget_seconds`` once their median is known within this
+    # share of it at about 95% confidence (``median_known``): a steady kernel is not timed longer than its figure needs,
+    # which frees the device's timing slot for other environments; 0: always the whole budget
+    median_within: float = 0.005
     flush_l2: bool = True
     l2_flush_bytes: int = 256 * 1024 * 1024
     # cuda: the GPU is held busy this long before each start event (and, by the trusted clock, after each handshake's
@@ -108,6 +112,28 @@ def settled(times: list[float], tolerance: float, window: int = 5) -> bool:
         return False
     before = statistics.median(times[-2 * window : -window])
     return abs(statistics.median(times[-window:]) - before) <= tolerance * before
+
+
+def median_known(times: list[float], within: float, z: float = 1.96) -> bool:
+    """Whether the median of ``times`` is known within ``within`` (a share of it): the distribution-free confidence
+    interval of a median (between the order statistics n/2 - z*sqrt(n)/2 and n/2 + z*sqrt(n)/2; ``z`` 1.96 for about
+    95%) is no wider than ``2 * within`` times the median. Never with fewer than five times or ``within`` 0."""
+    n = len(times)
+    if within <= 0 or n < 5:
+        return False
+    ordered = sorted(times)
+    half = z * n**0.5 / 2
+    low, high = max(0, int(n / 2 - half)), min(n - 1, -int(-(n / 2 + half)) - 1)
+    middle = statistics.median(ordered)
+    return middle > 0 and ordered[high] - ordered[low] <= 2 * within * middle
+
+
+def enough(times: list[float], config: TimingConfig, started: float) -> bool:
+    """Whether a timing may stop: ``min_reps`` reached and either the budget spent or the median known closely enough
+    (``TimingConfig.median_within``)."""
+    if len(times) < config.min_reps:
+        return False
+    return time.perf_counter() - started >= config.budget_seconds or median_known(times, config.median_within)
 
 
 def warm_up(once: Callable[[], float], config: TimingConfig, *, until_settled: bool) -> list[float]:
@@ -244,7 +270,7 @@ def _time_callable(
         times.append(timed)
         own.append(own_ms)
         latency.append(latency_ms)
-        if len(times) >= config.min_reps and time.perf_counter() - start_all >= config.budget_seconds:
+        if enough(times, config, start_all):
             break
     if not is_cuda:
         return summarize(times, f"the calling thread's run time per call, median of {len(times)}")

@@ -151,3 +151,31 @@ def test_one_wrong_timed_call_anywhere_fails_the_timing(harness: Any, trial: int
     reply = _time(harness, clock)
     assert reply.failure is not None and not reply.failure.passed, (wrong, reply)
     assert reply.median_ms is None and clock.checked[-1] == wrong, (wrong, clock.checked)
+
+
+class _PacedCandidate(_ScriptedCandidate):
+    """The scripted candidate, each handshake's time per call drawn from ``per_call`` (microseconds)."""
+
+    def __init__(self, harness: Any, per_call: Any):
+        super().__init__(harness, set(), calls=1)
+        self.per_call = per_call
+
+    def per_call_us(self, record: Any) -> float:
+        return float(self.per_call())
+
+
+def _time_within(harness: Any, clock: _ScriptedCandidate, median_within: float) -> Any:
+    TimingConfig = harness("timing").TimingConfig
+    config = TimingConfig(
+        warmup=2, warmup_seconds=0.0, min_reps=10, max_reps=60, budget_seconds=60.0, median_within=median_within
+    )
+    return harness("stages").Timing(clock, config, None, 0.0, 0.0, 120.0).run()  # type: ignore[arg-type]
+
+
+def test_a_steady_candidate_is_timed_until_its_median_is_known_not_for_the_whole_budget(harness: Any) -> None:
+    steady = _PacedCandidate(harness, lambda: 100.0 + secrets.randbelow(100) / 1000)  # within 0.1%
+    reply = _time_within(harness, steady, 0.005)
+    assert reply.failure is None and reply.reps == 10, reply  # min_reps, not the 60 s budget or max_reps
+    noisy = _PacedCandidate(harness, lambda: 100.0 + secrets.randbelow(20))  # a 20% spread never narrows to 0.5%
+    assert _time_within(harness, noisy, 0.005).reps == 60
+    assert _time_within(harness, _PacedCandidate(harness, lambda: 100.0), 0.0).reps == 60  # 0: the whole budget

@@ -3,6 +3,7 @@ CUDA repetition's arithmetic (the GPU part is in tests/gpu/test_gpu_timing.py)."
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import time
 from pathlib import Path
@@ -84,3 +85,21 @@ def test_the_hold_is_off_without_its_library_and_the_method_is_revised_in_the_ba
     key = cache.key(task)
     monkeypatch.setattr(baseline_cache, "METHOD_REVISION", timing.METHOD_REVISION + 1)
     assert cache.key(task) != key  # baselines timed the old way are not reused
+
+
+def test_the_median_is_known_once_its_confidence_interval_is_narrow_enough() -> None:
+    assert not timing.median_known([1.0] * 4, 0.01)  # too few
+    assert not timing.median_known([1.0] * 50, 0.0)  # 0: never
+    assert timing.median_known([1.0, 1.001, 0.999, 1.002, 0.998], 0.005)
+    # the interval of a median of 20 lies between the 6th and 15th smallest: outliers beyond it do not matter
+    tight = [1.0 + i / 1000 for i in range(10)] + [0.5, 0.6, 0.7, 0.8, 0.9] + [2.0, 3.0, 4.0, 5.0, 6.0]
+    assert timing.median_known(tight, 0.005) and not timing.median_known(tight, 0.001)
+    wide = [1.0 + i / 100 for i in range(20)]
+    assert not timing.median_known(wide, 0.02) and timing.median_known(wide, 0.06)
+
+
+def test_cpu_timing_stops_once_the_median_is_known() -> None:
+    config = TimingConfig(warmup=1, warmup_seconds=0.0, min_reps=5, max_reps=100_000, budget_seconds=30.0)
+    start = time.perf_counter()
+    stats = time_callable(lambda: sum(range(20_000)), "cpu", dataclasses.replace(config, median_within=0.05))
+    assert stats.reps < 1_000 and time.perf_counter() - start < 25.0, stats.reps
