@@ -13,11 +13,12 @@ runtime is kept in the cache under ``eager/``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
 import secrets
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +27,7 @@ from cudagym.backends import Backend, find_toolchain
 from cudagym.build import default_cache_dir
 from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig, ReferenceProcess
-from cudagym.harness.protocol import CheckTask, Load
+from cudagym.harness.protocol import Baseline, CheckTask, Drop, Load
 from cudagym.harness.timing import METHOD_REVISION
 from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
 from cudagym.tasks.degeneracy import KindProbe, VerdictStore
@@ -99,6 +100,15 @@ class TaskCheck:
         return self.verdict != "ok"
 
 
+@dataclasses.dataclass(frozen=True)
+class DeviceSlots:
+    """How a check shares the device (``cudagym.gpu_lock``'s slots): ``work`` for its untimed device work, ``timing``
+    for the eager timing, which wants the device alone."""
+
+    work: Callable[[], contextlib.AbstractContextManager[Any]]
+    timing: Callable[[], contextlib.AbstractContextManager[Any]]
+
+
 def check_task(
     task: Task,
     backend: Backend,
@@ -107,8 +117,11 @@ def check_task(
     runs: int = 3,
     cache_dir: str | Path | None = None,
     reference: ReferenceProcess | None = None,
+    slots: DeviceSlots | None = None,
 ) -> TaskCheck:
-    """Runs the checks for one task (at the sizes it was loaded with) and stores its input verdict."""
+    """Runs the checks for one task (at the sizes it was loaded with) and stores its input verdict. With ``slots``,
+    the eager time is measured in a request of its own inside ``slots.timing`` and the rest inside ``slots.work``,
+    so that only the timing keeps other processes off the device (the synthesis filters check many tasks at once)."""
     config = config or EvalConfig()
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
     timing = resolve_timing(config.timing, backend, folder, find_toolchain().nvcc)  # the evaluator's method
@@ -130,17 +143,17 @@ def check_task(
             )
             checked = [kind for kind in declared if kind in CHECKED_KINDS] or [declared[0]]
             kinds = [kind for kind in checked for _ in range(runs)]
-            report = ref.call(
-                CheckTask(
-                    seeds=[secrets.randbits(62) for _ in kinds],
-                    kinds=kinds,
-                    atol=atol,
-                    rtol=rtol,
-                    timing=dataclasses.asdict(timing),
-                )
-            )
-            known = {kind: KindProbe.from_report(report.part(kind)) for kind in checked}
-            inputs = probe_verdict(ref, declared, atol, rtol, sets=runs, known=known)
+            seeds = [secrets.randbits(62) for _ in kinds]
+            timed_here = None if slots is not None else dataclasses.asdict(timing)
+            with slots.work() if slots is not None else contextlib.nullcontext():
+                report = ref.call(CheckTask(seeds=seeds, kinds=kinds, atol=atol, rtol=rtol, timing=timed_here))
+                known = {kind: KindProbe.from_report(report.part(kind)) for kind in checked}
+                inputs = probe_verdict(ref, declared, atol, rtol, sets=runs, known=known)
+            if slots is not None:
+                with slots.timing():
+                    eager = ref.call(Baseline(key="check", mode="eager", timing=dataclasses.asdict(timing)))
+                ref.call(Drop(key="check"))
+                report = dataclasses.replace(report, eager_ms=eager.median_ms)
         finally:
             if own:
                 ref.close()

@@ -453,7 +453,8 @@ class Baseline(Request[BaselineTimed]):
 @dataclasses.dataclass(frozen=True)
 class CheckTask(Request[ShortcutReport]):
     """The reference's own properties on one input set per ``(seed, kind)``, then its eager time (``cudagym tasks
-    check``)."""
+    check``); with no ``timing``, no eager time: the last set stays as input set ``check`` for a ``Baseline`` of it,
+    so that the caller can time it in a slot of the device of its own."""
 
     command = "check_task"
     reply = ShortcutReport
@@ -461,7 +462,7 @@ class CheckTask(Request[ShortcutReport]):
     kinds: list[str]
     atol: float
     rtol: float
-    timing: dict[str, Any]
+    timing: dict[str, Any] | None = None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ from cudagym.harness.protocol import Baseline, CompileReference, Drop, Prepare
 from cudagym.harness.timing import TimingConfig
 from cudagym.reference_process import ReferenceProcess
 from cudagym.synth.records import DropReason, Verdict
-from cudagym.tasks.checks import TaskCheck, check_task
+from cudagym.tasks.checks import DeviceSlots, TaskCheck, check_task
 from cudagym.tasks.task import Task
 
 logger = logging.getLogger(__name__)
@@ -144,15 +144,20 @@ class ExecutionFilter:
 
     def _check(self, task: Task) -> Verdict:
         reference = self._process()
-        with timing_slot(self.backend, self.cache_dir, label="synth check"):  # it times eager: one at a time per GPU
-            check = check_task(
-                task,
-                self.backend,
-                config=self.config.eval,
-                runs=self.config.runs,
-                cache_dir=self.cache_dir,
-                reference=reference,
-            )
+        backend, cache = self.backend, self.cache_dir
+        slots = DeviceSlots(  # only the eager timing keeps the other workers off the device
+            work=lambda: shared_slot(backend, cache, label="synth check"),
+            timing=lambda: timing_slot(backend, cache, label="synth eager timing"),
+        )
+        check = check_task(
+            task,
+            backend,
+            config=self.config.eval,
+            runs=self.config.runs,
+            cache_dir=cache,
+            reference=reference,
+            slots=slots,
+        )
         return verdict_of_check(check, self.config)
 
     def _release(self) -> None:

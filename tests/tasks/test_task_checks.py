@@ -74,3 +74,32 @@ def test_a_broken_reference_is_reported_not_raised() -> None:
     broken = Task(id="t/broken", name="broken", source="import torch\nclass Model(torch.nn.Module):\n    pass\n")
     [result] = check_tasks([broken], resolve_backend("cpu"), runs=1)
     assert result.error and result.verdict == "error" and result.flagged
+
+
+def test_with_slots_only_the_eager_timing_takes_the_timing_slot(kernelbench_dir, tmp_path) -> None:
+    import contextlib
+
+    from cudagym.harness.protocol import Held
+    from cudagym.tasks.checks import DeviceSlots, _reference_process, check_task
+
+    events: list[str] = []
+
+    @contextlib.contextmanager
+    def slot(name: str):
+        events.append(f"{name} in")
+        yield
+        events.append(f"{name} out")
+
+    cpu = resolve_backend("cpu")
+    [sigmoid] = load("kernelbench", path=str(kernelbench_dir), ids=["kernelbench/level1/21_Sigmoid"], sizes=SMALL)
+    reference = _reference_process(cpu, QUICK, tmp_path)
+    try:
+        slots = DeviceSlots(work=lambda: slot("work"), timing=lambda: slot("timing"))
+        apart = check_task(sigmoid, cpu, config=QUICK, runs=2, cache_dir=tmp_path, reference=reference, slots=slots)
+        assert events == ["work in", "work out", "timing in", "timing out"]
+        assert not apart.flagged and apart.deterministic and apart.eager_ms and apart.eager_ms > 0, apart
+        assert "check" not in reference.call(Held()).keys  # the timed set is given back
+        together = check_task(sigmoid, cpu, config=QUICK, runs=2, cache_dir=tmp_path, reference=reference)
+        assert len(events) == 4 and together.verdict == apart.verdict and together.eager_ms
+    finally:
+        reference.close()
