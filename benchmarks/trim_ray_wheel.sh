@@ -10,12 +10,12 @@
 #
 # Install it on the device with `pip install --no-deps OUT_DIR/ray-*.whl` (benchmarks/README.md).
 set -euo pipefail
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/wheel_tools.sh"  # unpack, strip_libs, repack
 
 VERSION="${RAY_VERSION:-2.60.0}"
 PY="${RAY_PY:-3.11}"  # the Python the wheel is for (the device machine runs 3.12: RAY_PY=3.12)
 ABI="cp${PY/./}"
 OUT="${1:-.device/wheels}"
-PYTHON="${PYTHON:-python3}"
 WORK="$(mktemp -d)"
 trap 'rm -rf "$WORK"' EXIT
 
@@ -26,18 +26,8 @@ OUT="$(cd "$OUT" && pwd)"  # absolute: the trim works in a folder of its own
 WHEEL="$(ls "$WORK"/dl/ray-*.whl)"
 echo "downloaded $(basename "$WHEEL"): $(du -h "$WHEEL" | cut -f1)"
 
-mkdir "$WORK/tree"
 # extracted with the files' modes (the raylet and GCS binaries must stay executable)
-"$PYTHON" - "$WHEEL" "$WORK/tree" <<'PY'
-import os, sys, zipfile
-
-with zipfile.ZipFile(sys.argv[1]) as zf:
-    for info in zf.infolist():
-        path = zf.extract(info, sys.argv[2])
-        mode = info.external_attr >> 16
-        if mode and not info.is_dir():
-            os.chmod(path, mode & 0o777)
-PY
+unpack "$WHEEL" "$WORK/tree"
 cd "$WORK/tree/ray"
 # the parts an actor on one node does not load (the dashboard agent, started with every node, needs dashboard/modules)
 rm -rf dashboard/client \
@@ -51,31 +41,6 @@ find . -type d -name __pycache__ -prune -exec rm -rf {} +
 cd "$WORK/tree"
 
 # rewrite the RECORD for the files that stay, then repack
-"$PYTHON" - "$WORK/tree" <<'PY'
-import base64, csv, hashlib, io, pathlib, sys
-
-root = pathlib.Path(sys.argv[1])
-record = next(root.glob("ray-*.dist-info/RECORD"))
-rows = []
-for path in sorted(p for p in root.rglob("*") if p.is_file()):
-    rel = path.relative_to(root).as_posix()
-    if path == record:
-        continue
-    data = path.read_bytes()
-    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
-    rows.append((rel, f"sha256={digest}", str(len(data))))
-rows.append((record.relative_to(root).as_posix(), "", ""))
-out = io.StringIO()
-csv.writer(out, lineterminator="\n").writerows(rows)
-record.write_text(out.getvalue())
-PY
 rm -f "$OUT/$(basename "$WHEEL")"
-"$PYTHON" - "$WORK/tree" "$OUT/$(basename "$WHEEL")" <<'PY'
-import pathlib, sys, zipfile
-
-root, target = pathlib.Path(sys.argv[1]), sys.argv[2]
-with zipfile.ZipFile(target, "w", compression=zipfile.ZIP_DEFLATED, compresslevel=9) as zf:
-    for path in sorted(p for p in root.rglob("*") if p.is_file()):
-        zf.write(path, path.relative_to(root).as_posix())
-PY
+repack "$WORK/tree" "$OUT/$(basename "$WHEEL")"
 echo "trimmed: $OUT/$(basename "$WHEEL"): $(du -h "$OUT/$(basename "$WHEEL")" | cut -f1)"
