@@ -494,7 +494,6 @@ class ReferenceServer:
         report, last = shortcut_report(self.model, self._drawn, seeds, kinds, atol, rtol, twice=True)
         self.inputs["check"] = last
         if timing is None:
-            del last
             return report
         self._await_background_compile()  # timed alone (see ``baseline``)
         eager = time_callable(lambda: self.model(*self.inputs["check"]), self.device, TimingConfig(**timing))

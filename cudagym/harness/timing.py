@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 import gc
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -122,8 +123,8 @@ def median_known(times: list[float], within: float, z: float = 1.96) -> bool:
     if within <= 0 or n < 5:
         return False
     ordered = sorted(times)
-    half = z * n**0.5 / 2
-    low, high = max(0, int(n / 2 - half)), min(n - 1, -int(-(n / 2 + half)) - 1)
+    half = z * math.sqrt(n) / 2
+    low, high = max(0, math.floor(n / 2 - half)), min(n - 1, math.ceil(n / 2 + half) - 1)
     middle = statistics.median(ordered)
     return middle > 0 and ordered[high] - ordered[low] <= 2 * within * middle
 
