@@ -72,7 +72,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
                 tuning=Tuning(
                     prestart=options.get("prestart", "auto"),
                     fork_server=options.get("fork_server", "auto") != "off",
-                )
+                ),
             ),
         )
         task = load("builtin").get(task_id)

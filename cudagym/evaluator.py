@@ -31,7 +31,7 @@ from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool
 from cudagym.eval_config import EvalConfig, resolve_timing, resolve_tuning
-from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
+from cudagym.gpu_lock import TimingSlotTimeout, shared_slot, timing_slot, warmup_slot_env
 from cudagym.harness.protocol import CandidateJob, Load, Memory
 from cudagym.harness.timing import TimingConfig
 from cudagym.inline_build import InlineBuilder
@@ -65,6 +65,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+EXIT_SLOT_S = 10.0  # how long a reference process's end waits for the device's shared slot before it ends anyway
 
 
 class Evaluator(Protocol):
@@ -200,25 +201,28 @@ class LocalEvaluator:
         task = self.task  # one snapshot: ``retarget`` may switch tasks while a preparation ahead loads
         if self._reference is None or not self._reference.alive:
             if self._reference is not None:
-                self._reference.close()
+                self._stop_reference()
             preload = self.tuning.preload_compiler
             self._reference = ReferenceProcess(
                 self.backend, self.config, preload_compiler=preload, env=bytecode.child_env(self.bytecode_dir)
             )
             self._loaded_task = None
         if self._loaded_task != task.id:
-            reply = self._reference.call(
-                Load(
-                    source=task.source_for(self.backend.name),
-                    device=self.backend.device,
-                    dtype=task.metadata.dtype,
-                    weight_seed=secrets.randbits(62),
-                    threads=self.backend.threads,
+            # the process's first CUDA work (its context, the model's weights on the device) never runs beside a
+            # timing of another environment's, as a candidate's start does not (its warm-up slot)
+            with self._shared_slot("reference load"):
+                reply = self._reference.call(
+                    Load(
+                        source=task.source_for(self.backend.name),
+                        device=self.backend.device,
+                        dtype=task.metadata.dtype,
+                        weight_seed=secrets.randbits(62),
+                        threads=self.backend.threads,
+                    )
                 )
-            )
             if reply.leaked_bytes > self.tuning.max_leaked_bytes:
                 # device memory mapped by killed candidates is only returned when this process ends
-                self._reference.close()
+                self._stop_reference()
                 self._reference = None
                 return self.reference()
             self._eval_mode = reply.eval_mode
@@ -316,6 +320,23 @@ class LocalEvaluator:
             return None
         return reply.peak_reserved_bytes or None
 
+    def _stop_reference(self) -> None:
+        """Ends the reference process, in the device's shared slot where it comes within ``EXIT_SLOT_S``: the end of
+        its CUDA context and the return of its device memory never run beside a timing of another environment's,
+        which they would disturb (the trusted clock then refuses a calibration taken beside them). Ends it anyway
+        after the wait: a close never hangs on the device's slots."""
+        assert self._reference is not None
+        slot = contextlib.ExitStack()
+        if not self._reference.alive:  # ended already: nothing of it is left on the device
+            self._reference.close()
+            return
+        try:
+            slot.enter_context(shared_slot(self.backend, self.cache_dir, timeout=EXIT_SLOT_S, label="reference exit"))
+        except TimingSlotTimeout:
+            logger.info("the reference process of %s ends without the device's shared slot", self.task.id)
+        with slot:
+            self._reference.close()
+
     def close(self) -> None:
         """Stops the reference process and any candidate still running (idempotent)."""
         logger.debug("closing the evaluator of %s", self.task.id)
@@ -323,7 +344,7 @@ class LocalEvaluator:
         if self.bytecode_filler is not None:
             self.bytecode_filler.stop()
         if self._reference is not None:
-            self._reference.close()
+            self._stop_reference()
         if self._ahead is not None:
             self._ahead.join(timeout=30)
             self._ahead = None
@@ -332,6 +353,6 @@ class LocalEvaluator:
             self._baselining = None
         self.pool.close()
         if self._reference is not None:
-            self._reference.close()
+            self._stop_reference()
             self._reference = None
         self._closing = False

@@ -13,7 +13,7 @@ import statistics
 from cudagym.harness.protocol import Check, Observation, Samples, Timed, Verified
 from cudagym.integrity import runtime
 from cudagym.integrity.policy import IntegrityPolicy
-from cudagym.results import CheckResult, IntegrityFinding
+from cudagym.results import CheckResult, IntegrityFinding, StageResult, Status
 
 
 def check_result(check: Check) -> CheckResult:
@@ -128,6 +128,19 @@ def judge_baselines(
     return BaselineVerdict(cached_eager, cached_compile, True, False, f"{said}: agree")
 
 
+def miscalibrated(result: StageResult) -> bool:
+    """Whether ``result`` is a profile refused by :func:`calibration_problem` (its clock calibrated beside other work
+    on the device): nothing is wrong with the candidate or the evaluator, and profiling again may well succeed."""
+    clock = getattr(result, "clock", None) or {}
+    quickened, handshakes = clock.get("clock_quickened") or 0, clock.get("handshakes") or 0
+    return result.status is Status.HARNESS_ERROR and _quickened_too_often(quickened, handshakes)
+
+
+def _quickened_too_often(quickened: int, handshakes: int) -> bool:
+    """A quarter of the timed handshakes or more ran the clock's own work clearly faster than calibrated."""
+    return quickened * 4 > max(1, handshakes)
+
+
 def calibration_problem(reply: Timed) -> str | None:
     """Why a timing's figure cannot be trusted because of the clock's calibration, or None. On cuda, when the clock's
     own phases ran clearly faster during a quarter of the timed handshakes than while it calibrated, the calibration
@@ -135,7 +148,7 @@ def calibration_problem(reply: Timed) -> str | None:
     read faster than it is. (A calibration with no steady round only makes the profile not fair: the round kept
     takes off least, which can only make the candidate read slower.)"""
     quickened = reply.clock_quickened
-    if quickened * 4 > max(1, reply.handshakes):
+    if _quickened_too_often(quickened, reply.handshakes):
         return (
             "The device was busy while the trusted clock calibrated (its own work ran faster during "
             f"{quickened} of {reply.handshakes} timed handshakes): no figure is trusted; profile again."

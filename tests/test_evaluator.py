@@ -143,7 +143,8 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
         # the reference's own work on the device (drawing input sets and running the model on them, the compiled
         # reference's first call) holds the shared slot: never beside another environment's calibration or timing
         shared = {entry["label"] for entry in entries if entry["mode"] == "shared"}
-        assert {"inputs", "reference compile", "attach"} <= shared, shared
+        # and so does the reference process's own start on the device (its CUDA context, the model's weights)
+        assert {"reference load", "inputs", "reference compile", "attach"} <= shared, shared
         assert exclusive_overlap_s(entries) == 0
         # eager and torch.compile ahead, then the profile: the handshake's calibration, then its candidate
         assert labels in (
@@ -154,6 +155,10 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
         assert not any(key.startswith("ahead-") for key in evaluator.reference().call(Held()).keys)
     finally:
         env.close()
+    # the reference process's end (its CUDA context's teardown, its memory given back) too
+    ended = [entry for entry in read_journal(journal) if entry["label"] == "reference exit"]
+    assert [entry["mode"] for entry in ended] == ["shared"]
+    assert exclusive_overlap_s(read_journal(journal)) == 0
 
 
 def test_the_evaluator_resolves_its_timing_once(tmp_path: Path) -> None:

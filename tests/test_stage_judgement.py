@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from cudagym.harness.protocol import Timed
-from cudagym.stage_judgement import calibration_problem, judge_baselines
+from cudagym.results import ProfileResult, Stage, Status
+from cudagym.stage_judgement import calibration_problem, judge_baselines, miscalibrated
 
 
 def test_a_timing_whose_clock_ran_faster_than_calibrated_is_not_trusted() -> None:
@@ -33,3 +34,18 @@ def test_a_slower_eager_beside_the_candidate_never_lowers_the_bar_on_cuda() -> N
 def test_a_faster_eager_beside_the_candidate_times_the_cache_again() -> None:
     verdict = judge_baselines(2.0, 1.6, 0.01, [1.0, 1.01, 0.99, 1.0], cuda=True, clock_slowed=False)
     assert verdict.retime
+
+
+def test_a_refusal_for_a_disturbed_calibration_is_told_apart_from_other_results() -> None:
+    """The pool retries a profile refused because its clock calibrated beside other work: the same quarter of the
+    timed handshakes decides it as decided the refusal; an ok profile or another harness error is not one."""
+
+    def result(status: Status, quickened: int) -> ProfileResult:
+        return ProfileResult(Stage.PROFILE, status, "", clock={"clock_quickened": quickened, "handshakes": 20})
+
+    assert miscalibrated(result(Status.HARNESS_ERROR, 6))
+    assert not miscalibrated(result(Status.HARNESS_ERROR, 5))
+    assert not miscalibrated(result(Status.OK, 20))
+    assert not miscalibrated(ProfileResult(Stage.PROFILE, Status.HARNESS_ERROR, "the reference process died"))
+    assert calibration_problem(Timed(clock_quickened=6, handshakes=20)) is not None
+    assert calibration_problem(Timed(clock_quickened=5, handshakes=20)) is None

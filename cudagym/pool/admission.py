@@ -22,14 +22,16 @@ pool's dispatcher outside its lock (no CUDA context in the pool's process). An e
 does not list (another PID namespace) counts at its full footprint.
 
 When a new evaluator does not fit, the set closes idle evaluators, least recently used first, until it does (only
-for a task key that has no evaluator: a second one of a key never costs another key its evaluator); else the job waits
-in the queue for a lease (an evaluator of its key freed, or memory freed by one closed) until its deadline,
-when it is answered with a harness error. A footprint is only known once measured, and a later stage may peak higher
-than the first: so a task key gets a second evaluator only once its first was measured, and a job starts on a kept
-evaluator only while every evaluator whose job runs, this one included, may reach its footprint beside what the idle
-ones hold (:meth:`MemoryAdmission.job_fits`; else it waits for a running job to give memory back). Without a
-reading (nvidia-smi missing or failing) the count bound alone holds. Not thread-safe: the evaluator set calls it under
-the pool's lock.
+for a task key that has no evaluator: a second one of a key never costs another key its evaluator); else the job
+waits in the queue for a lease (an evaluator of its key freed, or memory freed by one closed) until its deadline,
+when it is answered with a harness error. A job whose reference process ran out of device memory all the same (a
+peak no reading caught) grows its key's footprint (:meth:`MemoryAdmission.ran_out`) and goes back to the queue, up
+to ``pool.RETRIES`` times before its deadline, rather than failing. A footprint is only known once
+measured, and a later stage may peak higher than the first: so a task key gets a second evaluator only once its
+first was measured, and a job starts on a kept evaluator only while every evaluator whose job runs, this one
+included, may reach its footprint beside what the idle ones hold (:meth:`MemoryAdmission.job_fits`; else it waits
+for a running job to give memory back). Without a reading (nvidia-smi missing or failing) the count bound alone
+holds. Not thread-safe: the evaluator set calls it under the pool's lock.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ DEFAULT_FOOTPRINT_BYTES = GIB_PER_SLOT * GIB  # a task key's footprint before an
 PROCESS_BYTES = GIB  # a CUDA context and what a process loads beside its data: the reference's and a candidate's
 CANDIDATE_SHARE = 4  # a candidate's own data: this fraction of its reference's peak
 MARGIN_BYTES = 2 * GIB  # left free beyond a new evaluator's footprint
+OUT_OF_MEMORY_GROWTH = 1.5  # a task key's footprint grows by this much each time one of its jobs ran out of memory
 READ_EVERY_S = 2.0  # how often the device is read while the pool keeps evaluators or a job waits for one
 STALE_S = 10.0  # a reading older than this decides nothing
 
@@ -154,6 +157,17 @@ class MemoryAdmission:
         if nbytes > self.measured.get(key, 0):
             logger.info("an evaluator of %s takes %.1f GiB (%s)", key[1], nbytes / GIB, what)
             self.measured[key] = nbytes
+
+    def ran_out(self, key: TaskKey) -> None:
+        """A job of ``key`` ran its reference process out of device memory: what was measured fell short (a stage's
+        peak between two readings, stages of one process overlapping, a candidate's data beyond its allowance), so
+        the key's footprint grows by ``OUT_OF_MEMORY_GROWTH`` and counts as measured."""
+        grown = int(self.footprint(key) * OUT_OF_MEMORY_GROWTH)
+        logger.warning(
+            "a job of %s ran out of device memory: its evaluators now count at %.1f GiB", key[1], grown / GIB
+        )
+        self.measured[key] = grown
+        self.served.add(key)
 
     def footprint(self, key: TaskKey) -> int:
         """The device memory an evaluator of ``key`` takes at most: measured, else the default."""

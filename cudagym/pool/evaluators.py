@@ -7,9 +7,11 @@ processes. :meth:`EvaluatorSet.lease` answers a job with:
 
 * an idle evaluator of its key (the most recently used), else
 * a new one, when its key has fewer than ``max_per_task`` (a second one only while jobs of the key wait: the job asking
-  is one) and the set fewer than ``max_evaluators``; at the bound, the least recently used idle evaluator of another
-  key is closed to make room; on cuda it must also fit the device's memory (:mod:`cudagym.pool.admission`), and
-  idle evaluators are closed, least recently used first, until it does; else
+  is one) and the set fewer than ``max_evaluators``; at the bound, for a key that has no evaluator, the least
+  recently used idle evaluator of another key is closed to make room (a key that has one waits for it: closing
+  another key's would trade one queue for another's reference and baselines, and evaluators would churn); on cuda it
+  must also fit the device's memory (:mod:`cudagym.pool.admission`), and idle evaluators are closed, least recently
+  used first, until it does; else
 * nothing: the job waits in the queue (also while its key's first evaluator is being built ahead, or while the
   memory of evaluators being closed comes back).
 
@@ -71,8 +73,8 @@ class PoolLimits:
     Attributes:
         max_evaluators: evaluators at once, leased or idle (each: a reference process, a fork server, candidates).
         max_per_task: evaluators of one task key at once (a second only while jobs of the task wait); by default as
-            many as ``max_evaluators``: a busy task may take every evaluator, the queue's turns and the eviction of idle
-            ones still give another task's job the next one that frees.
+            many as ``max_evaluators``: a busy task may take every free place, and the queue's turns and the eviction
+            of idle ones still give another task's job the next one that frees.
         memory_bytes: the idle evaluators are closed, least recently used first, while all of them hold more.
         idle_seconds: an evaluator unused this long is closed.
         compile_workers: builds at once (default: the machine's cores).
@@ -167,8 +169,8 @@ class EvaluatorSet:
             return None, []  # a second evaluator of a key waits until the first one's footprint is known
         closed: list[Evaluator] = []
         if len(self) >= self.limits.max_evaluators:
-            if not self._idle:
-                return None, []
+            if not self._idle or self.count(key):
+                return None, []  # at the bound, a key that has an evaluator waits for it rather than close another's
             closed += self._evict(f"to make room for {key[1]}")
         if self.admission is not None:
             fits = self.admission.fits(key, self.census())

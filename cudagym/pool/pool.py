@@ -17,7 +17,13 @@ all of them still take turns on the device's timing slot (:mod:`cudagym.gpu_lock
 Failures are results, never exceptions: a job still queued or running at its deadline (its env's stage bounds,
 counted from submission) is answered with a ``harness_error`` result, and so is one whose evaluator raised. An
 evaluator that raised, ran past a deadline or answered with a harness error (its reference process killed, say) is
-retired and closed, so the next job of its task gets a new one.
+retired and closed, so the next job of its task gets a new one. Two harness errors are the machine's own and go back
+to the queue instead, up to ``RETRIES`` times before the job's deadline (:class:`Retry`): a reference process that ran
+out of device memory (a peak the memory admission did not foresee: its task's footprint grows,
+:meth:`~cudagym.pool.admission.MemoryAdmission.ran_out`, and its evaluator is retired), and a profile whose trusted
+clock calibrated beside other work on the device (evaluators starting or closing; its evaluator is kept). A candidate
+that runs the device out of memory to fail its reference gains a few retries and a larger footprint for its task,
+nothing more; no retry can turn a failure of the candidate's into a pass, since every try is judged afresh.
 
 Trust is as in a local evaluator: the pool's process builds and compares through the evaluators' trusted reference
 processes, which run no agent code; candidates run in their sandboxed single-use processes, and no figure that decides
@@ -31,6 +37,7 @@ lease (``tests/pool/test_sharing.py`` holds the two-session case).
 from __future__ import annotations
 
 import dataclasses
+import enum
 import logging
 import threading
 import time
@@ -48,11 +55,22 @@ from cudagym.pool.evaluators import EvaluatorMaker, EvaluatorSet, Lease, PoolLim
 from cudagym.pool.fair_queue import FairQueue
 from cudagym.pool.jobs import PoolJob, run_stage, task_key
 from cudagym.results import StageResult, Status
+from cudagym.stage_judgement import miscalibrated
 from cudagym.tasks.task import Task
 
 logger = logging.getLogger(__name__)
 TICK_S = 0.25  # the dispatcher's longest sleep: deadlines and idle evaluators are looked at this often
 EXPIRE_EVERY_S = 2.0  # how often idle evaluators are expired and weighed (their processes' memory read from /proc)
+RETRIES = 3  # times a job goes back to the queue after a failure of the machine's own (``Retry``)
+OUT_OF_MEMORY = ("OutOfMemoryError", "CUDA out of memory", "CUDA_ERROR_OUT_OF_MEMORY")  # how a harness error says so
+
+
+class Retry(enum.Enum):
+    """Why a job answered with a harness error goes back to the queue instead: a failure of the machine's own that
+    another try may not meet."""
+
+    OUT_OF_MEMORY = "its reference process ran out of device memory"  # its evaluator is retired
+    CLOCK_DISTURBED = "the trusted clock calibrated beside other work on the device"  # its evaluator is kept
 
 
 @dataclasses.dataclass(eq=False)
@@ -64,6 +82,7 @@ class _Entry:
     lease: Lease | None = None  # its evaluator, from dispatch to answer (None: the compile lane, or not started)
     started: float | None = None
     answered: bool = False
+    retries: int = 0  # times it went back to the queue (``Retry``)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -233,7 +252,7 @@ class EvaluationPool:
         now = time.monotonic()
         closing = self._past_deadline(now)
         while (entry := self._queue.take(lambda e, out=closing: self._reserve(e, out))) is not None:
-            if not entry.future.set_running_or_notify_cancel():  # cancelled by its caller while queued
+            if not entry.retries and not entry.future.set_running_or_notify_cancel():  # cancelled while queued
                 closing += self._settle(entry, healthy=True)
                 continue
             entry.started = now
@@ -294,10 +313,35 @@ class EvaluationPool:
         with self._cond:
             if self.admission is not None and entry.lease is not None:
                 self.admission.record_peak(job.key, peak)
+            again = self._retry(entry, result)
+            healthy = healthy or again is Retry.CLOCK_DISTURBED
             closing = self._settle(entry, healthy=healthy and not entry.answered and not self._closed)
-            self._answer(entry, result)
+            if again is not None:
+                entry.retries += 1
+                self._queue.put(entry)
+            else:
+                self._answer(entry, result)
             self._cond.notify_all()
         _close_all(closing)
+
+    def _retry(self, entry: _Entry, result: StageResult) -> Retry | None:
+        """Why ``entry`` goes back to the queue (under the lock), or None: its harness error is a failure of the
+        machine's own (``Retry``) and it has retries and time left. Running out of device memory, which admission did
+        not foresee, also grows its task's footprint (``MemoryAdmission.ran_out``); a candidate's own shortage is its
+        result, not a harness error."""
+        if entry.lease is None or entry.answered or self._closed or result.status is not Status.HARNESS_ERROR:
+            return None
+        if self.admission is not None and any(s in result.message for s in OUT_OF_MEMORY):
+            self.admission.ran_out(entry.job.key)
+            why = Retry.OUT_OF_MEMORY
+        elif miscalibrated(result):
+            why = Retry.CLOCK_DISTURBED
+        else:
+            return None
+        if entry.retries >= RETRIES or time.monotonic() >= entry.job.deadline:
+            return None
+        logger.info("%s: %s; queued again", entry.job.describe(), why.value)
+        return why
 
     def _settle(self, entry: _Entry, *, healthy: bool) -> list[Evaluator]:
         """Gives back what ``entry`` ran on (under the lock); returns the evaluators to close."""

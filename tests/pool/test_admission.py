@@ -18,6 +18,8 @@ from cudagym.backends import resolve_backend
 from cudagym.eval_config import EvalConfig
 from cudagym.pool import EvaluationPool, JobStage, PoolJob, PoolLimits
 from cudagym.pool.admission import GIB, DeviceReading, Member, MemoryAdmission
+from cudagym.pool.jobs import task_key
+from cudagym.pool.pool import RETRIES
 from cudagym.results import Stage, Status, VerifyResult
 from cudagym.tasks.task import Task, TaskMetadata
 from cudagym.workspace import Workspace
@@ -292,5 +294,80 @@ def test_a_busy_task_waits_for_its_evaluator_rather_than_close_another_tasks() -
         assert all(f.result(timeout=30).ok for f in futures)
         assert len(made) == 2 and not any(e.closed.is_set() for e in made)
         assert pool.stats().evaluators.evicted == 0
+    finally:
+        pool.close()
+
+
+class UnderstatingEvaluator(PeakingEvaluator):
+    """Peaks at ``PEAK`` in a stage but says a third of it (as a reference process does whose stages overlap, or whose
+    candidate holds more than its allowance); its verify fails as a reference process does where the device has run
+    out of memory, and gives its memory back."""
+
+    def verify(self, workspace: Workspace) -> VerifyResult:
+        with self.device.lock:
+            self.device.held[self.pid] = self.PEAK
+            over = sum(self.device.held.values()) + self.device.other > self.device.total
+            if over:
+                self.device.held[self.pid] = self.IDLE
+                self.device.ran_out = getattr(self.device, "ran_out", 0) + 1
+        if over:
+            return VerifyResult(
+                Stage.VERIFY,
+                Status.HARNESS_ERROR,
+                "The evaluation harness failed: reference verify_candidate failed: OutOfMemoryError: CUDA out of "
+                "memory. Tried to allocate 1024.00 MiB.",
+            )
+        time.sleep(0.3)
+        with self.device.lock:
+            self.device.held[self.pid] = self.IDLE
+        return VerifyResult(Stage.VERIFY, Status.OK, f"{self.task.id} ok")
+
+    def device_peak_bytes(self) -> int | None:
+        return self.PEAK // 3
+
+
+def understating_pool(device: FakeDevice, made: list[DeviceEvaluator]) -> EvaluationPool:
+    def make(t: Task, config: EvalConfig) -> DeviceEvaluator:
+        made.append(UnderstatingEvaluator(t, device, {}))
+        return made[-1]
+
+    limits = PoolLimits(max_evaluators=8, max_per_task=1, compile_workers=1)
+    return EvaluationPool(CPU, limits=limits, make_evaluator=make, memory_probe=device.read)  # type: ignore[arg-type]
+
+
+def test_a_job_whose_reference_ran_out_of_device_memory_is_retried_with_a_larger_footprint() -> None:
+    """Three tasks whose evaluators peak at 36 GiB but are measured at 12 GiB: admission lets them run together on a
+    64 GiB device, one runs out of memory. That job goes back to the queue (its evaluator retired), the task's
+    footprint grows, and every job ends ok instead of with a harness error."""
+    device = FakeDevice(total=64 * GIB)
+    made: list[DeviceEvaluator] = []
+    pool = understating_pool(device, made)
+    try:
+        for _ in range(3):
+            futures = [pool.submit(job(task(k), s)) for k, s in ((1, "a"), (2, "b"), (3, "c"))]
+            results = [f.result(timeout=60) for f in futures]
+            assert all(r.ok for r in results), [r.message for r in results]
+        assert getattr(device, "ran_out", 0) >= 1, "the device never ran out: the test did not test the retry"
+        assert pool.stats().failed == 0
+        assert any(e.closed.is_set() for e in made), "the evaluator that ran out of memory was kept"
+        grown = pool.admission.footprint(task_key(task(1), "cpu", CONFIG)) if pool.admission else 0
+        assert grown >= 12 * GIB
+    finally:
+        pool.close()
+
+
+def test_a_job_that_keeps_running_out_of_device_memory_ends_as_a_harness_error() -> None:
+    """A job whose reference runs out of memory every time (the device is full of another process's memory) is
+    retried while its grown footprint fits, then answered with a harness error by its deadline: never a hang, never
+    an exception."""
+    device = FakeDevice(total=64 * GIB, other=40 * GIB)
+    made: list[DeviceEvaluator] = []
+    pool = understating_pool(device, made)
+    try:
+        result = pool.submit(job(task(1), "a", deadline_s=4.0)).result(timeout=60)
+        assert result.status is Status.HARNESS_ERROR
+        assert "out of memory" in result.message or "did not fit in the device's free memory" in result.message
+        assert getattr(device, "ran_out", 0) >= 1
+        assert 1 <= len(made) <= 1 + RETRIES
     finally:
         pool.close()

@@ -17,7 +17,8 @@ import pytest
 from cudagym.backends import resolve_backend
 from cudagym.eval_config import EvalConfig
 from cudagym.pool import EvaluationPool, JobStage, PoolJob, PoolLimits
-from cudagym.results import Stage, Status, VerifyResult
+from cudagym.pool.pool import RETRIES
+from cudagym.results import ProfileResult, Stage, Status, VerifyResult
 from cudagym.tasks.task import Task, TaskMetadata
 from cudagym.workspace import Workspace
 
@@ -183,3 +184,99 @@ def test_a_closed_pool_answers_with_harness_errors(made, workspaces) -> None:
     pool.close()
     result = pool.run(job(task(1), workspaces("a"), "a"))
     assert result.status is Status.HARNESS_ERROR and "shut down" in result.message
+
+
+def test_at_the_count_bound_a_busy_task_waits_for_its_evaluator_rather_than_close_another_tasks(
+    made, workspaces
+) -> None:
+    """Two places, task 1 busy and task 2 idle: a second job of task 1 waits for task 1's evaluator. Closing task 2's
+    to start a second one of task 1 would only move the wait to task 2's next job, which must then load its reference
+    and baselines again (the churn seen with three tasks in two places on an 80 GB GPU)."""
+    log: list[str] = []
+    pool = make_pool(made, log, max_evaluators=2, max_per_task=2)
+    try:
+        assert pool.run(job(task(2), workspaces("b"), "b")).ok  # task 2's evaluator, idle from now on
+        first = pool.submit(job(task(1), workspaces("a"), "a"))
+        time.sleep(0.1)
+        made[1].hold = 0.3
+        both = [first, *(pool.submit(job(task(1), workspaces(s), s)) for s in ("c", "d"))]
+        assert all(f.result(timeout=30).ok for f in both)
+        evicted = pool.stats().evaluators.evicted
+        assert not made[0].closed.wait(0.2), "task 2's idle evaluator was closed for a second one of task 1"
+    finally:
+        pool.close()
+    assert [e.task.id for e in made] == ["stub/2", "stub/1"], [e.task.id for e in made]
+    assert evicted == 0
+
+
+class ProfilingStub(StubEvaluator):
+    """Profiles: the first ``refusals`` profiles come back refused by a clock that calibrated beside other work (or
+    with another harness error, ``message``), the later ones ok."""
+
+    refusals = 1
+    message = ""
+
+    def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
+        if ProfilingStub.refusals > 0:
+            ProfilingStub.refusals -= 1
+            if ProfilingStub.message:
+                return ProfileResult(Stage.PROFILE, Status.HARNESS_ERROR, ProfilingStub.message)
+            return ProfileResult(
+                Stage.PROFILE,
+                Status.HARNESS_ERROR,
+                "The device was busy while the trusted clock calibrated: no figure is trusted; profile again.",
+                clock={"clock_quickened": 20, "handshakes": 20},
+            )
+        self.log.append(workspace.path.name)
+        return ProfileResult(Stage.PROFILE, Status.OK, "timed", candidate_ms=1.0)
+
+
+def profiling_pool(made: list[StubEvaluator], log: list[str]) -> EvaluationPool:
+    def make(t: Task, config: EvalConfig) -> StubEvaluator:
+        made.append(ProfilingStub(t, config, log))
+        return made[-1]
+
+    limits = PoolLimits(max_evaluators=2, max_per_task=1, compile_workers=1)
+    return EvaluationPool(CPU, limits=limits, make_evaluator=make)  # type: ignore[arg-type]
+
+
+def profile_job(t: Task, ws: Workspace, session: str) -> PoolJob:
+    return PoolJob(JobStage.PROFILE, t, "cpu", CONFIG, ws, session=session)  # type: ignore[arg-type]
+
+
+def profile_once(made, workspaces, monkeypatch, refusals: int, message: str = "") -> tuple[ProfileResult, object]:
+    """One profile job through a pool of ``ProfilingStub`` s that refuse ``refusals`` times; its result and the pool's
+    stats once it is answered."""
+    monkeypatch.setattr(ProfilingStub, "refusals", refusals)
+    monkeypatch.setattr(ProfilingStub, "message", message)
+    log: list[str] = []
+    pool = profiling_pool(made, log)
+    try:
+        result = pool.run(profile_job(task(1), workspaces("a"), "a"))
+        if made and result.status is Status.HARNESS_ERROR and message:
+            assert made[0].closed.wait(5)
+        return result, pool.stats()  # type: ignore[return-value]
+    finally:
+        pool.close()
+
+
+def test_a_profile_refused_for_a_disturbed_calibration_is_retried_on_the_same_evaluator(
+    made, workspaces, monkeypatch
+) -> None:
+    result, stats = profile_once(made, workspaces, monkeypatch, refusals=2)
+    assert result.ok and result.candidate_ms == 1.0
+    assert len(made) == 1 and stats.evaluators.retired == 0 and stats.failed == 0
+    assert made[0].log == ["a"]
+
+
+def test_a_clock_that_stays_disturbed_ends_in_the_refusal_after_the_retries(made, workspaces, monkeypatch) -> None:
+    result, _ = profile_once(made, workspaces, monkeypatch, refusals=100)
+    assert result.status is Status.HARNESS_ERROR and "profile again" in result.message
+    assert ProfilingStub.refusals == 100 - 1 - RETRIES and made[0].log == []
+
+
+def test_another_harness_error_is_answered_at_once_and_its_evaluator_retired(made, workspaces, monkeypatch) -> None:
+    died = "The evaluation harness failed: the reference process died"
+    result, stats = profile_once(made, workspaces, monkeypatch, refusals=1, message=died)
+    assert result.status is Status.HARNESS_ERROR and "reference process died" in result.message
+    assert ProfilingStub.refusals == 0 and made[0].log == [] and stats.evaluators.retired == 1
