@@ -7,7 +7,9 @@ Each run starts in a fresh folder and a fresh cache (no stored verdict or eager 
 before the runs (its build time is reported on its own). A run is the whole pipeline: compose, decontaminate against
 ``--kernelbench`` (when given), the execution filters in the trusted reference processes (torch.compile included
 unless ``--no-compile-check``), and the parquet and report. Prints one row per run, then the median over runs: wall
-seconds, candidates, accepted, accepted per minute, the share of 2-5-op tasks, and the drops per reason.
+seconds, candidates, accepted, accepted per minute, the share of 2-5-op tasks, and the drops per reason; then where
+the execution filters' time went (``Verdict.seconds``: the checks, torch.compile, and the waits for the device's slots
+within each), summed over the candidates as worker-seconds and as a share of the workers' time (workers x wall).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from cudagym.synth.catalogue import build_catalogue
 from cudagym.synth.filters import FilterConfig
 from cudagym.synth.output import write_outputs
 from cudagym.synth.pipeline import Pipeline, SynthConfig
+from cudagym.synth.records import FILTER_PHASES
 
 
 def one_run(args: argparse.Namespace, catalogue: Path, seed: int) -> dict[str, object]:
@@ -47,6 +50,10 @@ def one_run(args: argparse.Namespace, catalogue: Path, seed: int) -> dict[str, o
         result = pipeline.run()
         counts = write_outputs(out, result.outcomes, args.count, pipeline.backend.device_name, result.catalogue.version)
         wall = time.perf_counter() - start
+    phases: dict[str, list[float]] = {phase: [] for phase in FILTER_PHASES}
+    for outcome in result.outcomes:
+        for phase, spent in outcome.verdict.seconds.items():
+            phases.setdefault(phase, []).append(spent)
     accepted = min(counts["accepted"], args.count)
     multi = sum(n for k, n in counts["ops_per_task"].items() if int(k) >= 2)
     return {
@@ -57,6 +64,7 @@ def one_run(args: argparse.Namespace, catalogue: Path, seed: int) -> dict[str, o
         "per_min": accepted / wall * 60,
         "multi_op": multi / max(sum(counts["ops_per_task"].values()), 1),
         "dropped": counts["dropped"],
+        "phases": phases,
     }
 
 
@@ -95,6 +103,15 @@ def main() -> None:
             f"| median | {statistics.median(r['wall_s'] for r in runs):.0f} | | | "
             f"{statistics.median(r['per_min'] for r in runs):.1f} | |"
         )
+    print(
+        "\n| filter phase | worker-seconds (all runs) | share of the workers' time | per judged candidate, median s |"
+        " what |\n|---|---|---|---|---|"
+    )
+    capacity = sum(r["wall_s"] for r in runs) * args.workers
+    for phase, what in FILTER_PHASES.items():
+        spent = [x for r in runs for x in r["phases"].get(phase, [])]
+        median = statistics.median(spent) if spent else 0.0
+        print(f"| {phase} | {sum(spent):.0f} | {sum(spent) / capacity:.0%} | {median:.2f} | {what} |")
     drops: collections.Counter[str] = collections.Counter()
     for run in runs:
         drops.update(run["dropped"])

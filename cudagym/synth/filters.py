@@ -10,10 +10,15 @@ reference process, which runs only the generated reference code (never an agent'
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import dataclasses
 import logging
 import secrets
+import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from cudagym import bytecode
 from cudagym.backends import Backend, find_toolchain
@@ -135,7 +140,7 @@ class ExecutionFilter:
             if verdict.reason is DropReason.OUT_OF_MEMORY:
                 logger.info("synth: %s ran out of device memory; checked again once", task.id)
                 self._release()
-                verdict = self._check(task)
+                verdict = self._check(task).adding(verdict.seconds)
             if not verdict.passed or not self.config.check_compile:
                 return verdict
             return self._compile(verdict)
@@ -145,10 +150,12 @@ class ExecutionFilter:
     def _check(self, task: Task) -> Verdict:
         reference = self._process()
         backend, cache = self.backend, self.cache_dir
+        waits: collections.Counter[str] = collections.Counter()
         slots = DeviceSlots(  # only the eager timing keeps the other workers off the device
-            work=lambda: shared_slot(backend, cache, label="synth check"),
-            timing=lambda: timing_slot(backend, cache, label="synth eager timing"),
+            work=lambda: _waited(shared_slot(backend, cache, label="synth check"), waits, "check_wait"),
+            timing=lambda: _waited(timing_slot(backend, cache, label="synth eager timing"), waits, "eager_wait"),
         )
+        start = time.monotonic()
         check = check_task(
             task,
             backend,
@@ -158,7 +165,7 @@ class ExecutionFilter:
             reference=reference,
             slots=slots,
         )
-        return verdict_of_check(check, self.config)
+        return verdict_of_check(check, self.config).adding({"check": time.monotonic() - start, **waits})
 
     def _release(self) -> None:
         """Gives the device memory the reference process caches beyond ``KEEP_CACHED`` back (its ``drop``)."""
@@ -173,20 +180,32 @@ class ExecutionFilter:
         """Compiles the loaded reference with torch.compile (in the device's shared slot: code generation is CPU work
         that other workers' checks may overlap) and times it alone (the baseline an agent is measured by)."""
         reference = self._process()
+        start, waits = time.monotonic(), collections.Counter[str]()
         try:
-            with shared_slot(self.backend, self.cache_dir, label="synth compile"):
+            with _waited(shared_slot(self.backend, self.cache_dir, label="synth compile"), waits, "compile_wait"):
                 reference.call(Prepare(key=COMPILE_KEY, seed=secrets.randbits(62), kind="task"))
                 reference.call(CompileReference(key=COMPILE_KEY))
-            with timing_slot(self.backend, self.cache_dir, label="synth compile timing"):
+            exclusive = timing_slot(self.backend, self.cache_dir, label="synth compile timing")
+            with _waited(exclusive, waits, "compile_wait"):
                 timing = dataclasses.asdict(self.timing)
                 timed = reference.call(Baseline(key=COMPILE_KEY, mode="compile", timing=timing))
             reference.call(Drop(key=COMPILE_KEY))
         except RuntimeError as exc:
             detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-            return dataclasses.replace(verdict, reason=DropReason.COMPILE_FAILS, detail=detail)
-        return dataclasses.replace(verdict, compile_ms=timed.median_ms)
+            verdict = dataclasses.replace(verdict, reason=DropReason.COMPILE_FAILS, detail=detail)
+        else:
+            verdict = dataclasses.replace(verdict, compile_ms=timed.median_ms)
+        return verdict.adding({"compile": time.monotonic() - start, **waits})
 
     def close(self) -> None:
         if self._reference is not None:
             self._reference.close()
             self._reference = None
+
+
+@contextlib.contextmanager
+def _waited(slot: contextlib.AbstractContextManager[Any], waits: collections.Counter[str], phase: str) -> Iterator[Any]:
+    """``slot`` held for the block, its wait (``gpu_lock.Slot.waited_s``) added to ``waits[phase]``."""
+    with slot as held:
+        waits[phase] += getattr(held, "waited_s", 0.0)
+        yield held

@@ -249,7 +249,7 @@ class Pipeline:
             resized = rescale(candidate.composition, verdict.eager_ms, self.target, self.profile.memory_cap)
             if resized is not None:
                 candidate = render_candidate(resized, self.ops, candidate.index, candidate.seed, candidate.origin)
-                verdict = judge.judge(synth_task(candidate))
+                verdict = judge.judge(synth_task(candidate)).adding(verdict.seconds)
         return candidate, verdict
 
     # -- the run -----------------------------------------------------------------------------------------------

@@ -114,10 +114,31 @@ class Verdict:
     compile_ms: float | None = None
     nearest_kernelbench: str | None = None
     kernelbench_similarity: float | None = None
+    seconds: dict[str, float] = dataclasses.field(default_factory=dict, compare=False)
+    """Where the execution filters' time went (:data:`FILTER_PHASES`), waits for the device's slots included: how a
+    run's rate is read, not part of the decision."""
 
     @property
     def passed(self) -> bool:
         return self.reason is None
+
+    def adding(self, seconds: dict[str, float]) -> Verdict:
+        """This verdict with ``seconds`` added to its own (a candidate judged twice: the second verdict decides, the
+        time of both was spent)."""
+        total = dict(self.seconds)
+        for phase, spent in seconds.items():
+            total[phase] = total.get(phase, 0.0) + spent
+        return dataclasses.replace(self, seconds=total)
+
+
+FILTER_PHASES = {
+    "check": "the task checks (loading, determinism, shortcuts, input probe, eager timing), their slot waits included",
+    "check_wait": "of it, waiting for the device's shared slot",
+    "eager_wait": "of it, waiting for the exclusive slot to time eager",
+    "compile": "torch.compile's code generation and first run, and its timing, their slot waits included",
+    "compile_wait": "of it, waiting for the device's slots (shared, then exclusive)",
+}
+"""The phases of :attr:`Verdict.seconds`."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,7 @@ import pytest
 from cudagym.backends import resolve_backend
 from cudagym.synth.filters import ExecutionFilter, FilterConfig, verdict_of_check
 from cudagym.synth.pipeline import synth_task
-from cudagym.synth.records import Candidate, DropReason
+from cudagym.synth.records import FILTER_PHASES, Candidate, DropReason, Verdict
 from cudagym.tasks.checks import TaskCheck
 
 TEMPLATE = """import torch
@@ -98,6 +98,12 @@ def test_torch_compile_filter(synth_filters: FilterConfig, cache_dir: Path) -> N
         compiling.close()
     assert kept.passed and kept.compile_ms is not None and kept.compile_ms > 0, kept.detail
     assert dropped.reason is DropReason.COMPILE_FAILS, dropped
+    # where the time went (synth_rate.py's phase table): both phases, each at least its own slot waits
+    for verdict in (kept, dropped):
+        assert set(verdict.seconds) <= set(FILTER_PHASES)
+        assert verdict.seconds["check"] >= verdict.seconds["check_wait"] + verdict.seconds["eager_wait"] >= 0
+        assert verdict.seconds["compile"] >= verdict.seconds["compile_wait"] >= 0
+    assert kept.seconds["check"] > 0 and kept.seconds["compile"] > 0
 
 
 def test_bad_windows_are_refused() -> None:
@@ -127,3 +133,14 @@ def test_a_task_that_ran_out_of_device_memory_is_checked_again_once(
     monkeypatch.setattr(filters, "check_task", lambda task, *a, **k: TaskCheck(task.id, error=error))
     verdict = judge.judge(_task(KEEP, index=8))
     assert verdict.reason is DropReason.OUT_OF_MEMORY and "out of memory" in verdict.detail
+
+
+def test_a_verdict_judged_twice_carries_the_time_of_both() -> None:
+    """The second verdict decides (a rescaled candidate, a check repeated after running out of memory); the seconds of
+    both were spent, and they take no part in comparing verdicts."""
+    first = Verdict(DropReason.TOO_FAST, "eager 0.1 ms", 0.1, seconds={"check": 1.5, "check_wait": 0.5})
+    second = Verdict(eager_ms=3.0, seconds={"check": 2.0, "compile": 4.0})
+    both = second.adding(first.seconds)
+    assert both.passed and both.eager_ms == 3.0
+    assert both.seconds == {"check": 3.5, "compile": 4.0, "check_wait": 0.5}
+    assert both == Verdict(eager_ms=3.0)
