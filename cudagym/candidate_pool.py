@@ -6,7 +6,8 @@ processes started ahead (torch imported, CUDA and its tracing initialised: sever
 used process that said it was done is killed by a background thread instead of being waited for
 (tearing down a CUDA context takes about a second). The evaluator asks the pool to hold back both
 while it times (``start(refill=False)``, ``join_reapers``), so that no process starts or dies on the
-device during a timed run.
+device during a timed run; and a reaper kills in the device's shared slot (``ending``), so that neither does one
+of another evaluator's.
 
 With ``fork_server`` on (the default; ``$CUDAGYM_FORK_SERVER=0`` turns it off), candidates are forked
 from a server that imported torch once (``cudagym.forkserver``), which saves each the interpreter's start
@@ -16,12 +17,14 @@ in ``fork_server_error``."""
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from cudagym.backends import Backend
 from cudagym.candidate_messages import CandidateError, CandidateMessage, Step, parse, read
@@ -50,8 +53,12 @@ class CandidatePool:
         env: dict[str, str],
         *,
         fork_server: bool = True,
+        ending: Callable[[], contextlib.AbstractContextManager[Any]] | None = None,
     ) -> None:
         self.backend = backend
+        # what a used candidate is killed in by its reaper: the device's shared slot (``LocalEvaluator``), so that the
+        # teardown of its CUDA context never runs beside another evaluator's timed run; None: nothing
+        self.ending = ending
         self.limits = limits
         self.env = env
         # on the CPU, processes warming up would share the cores with the timed runs: one ahead at most
@@ -161,7 +168,7 @@ class CandidatePool:
         child.send({"op": "end"}, close_stdin=True)
         if not wait_for_exit and self.await_stage(child, Step.DONE, deadline) is not None:
             self._forget(child)
-            reaper = threading.Thread(target=child.kill, name="cudagym-reap", daemon=True)
+            reaper = threading.Thread(target=self._reap, args=(child,), name="cudagym-reap", daemon=True)
             reaper.start()
             with self._lock:
                 self._reapers = [r for r in self._reapers if r.is_alive()] + [reaper]
@@ -179,6 +186,11 @@ class CandidatePool:
         child = self.start(job, prefix)
         finished, code = self.finish(child, time.monotonic() + timeout, wait_for_exit=bool(prefix))
         return child, finished, code
+
+    def _reap(self, child: Child) -> None:
+        """Kills a used candidate (on its reaper's thread), in the ``ending`` slot where there is one."""
+        with self.ending() if self.ending is not None else contextlib.nullcontext():
+            child.kill()
 
     def discard(self, child: Child) -> None:
         """Kills a candidate that is still running (idempotent; one already being reaped is left to its reaper)."""

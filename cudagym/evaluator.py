@@ -31,7 +31,7 @@ from cudagym.baseline_cache import BaselineCache
 from cudagym.build import Builder, default_cache_dir
 from cudagym.candidate_pool import CandidatePool
 from cudagym.eval_config import EvalConfig, resolve_timing, resolve_tuning
-from cudagym.gpu_lock import TimingSlotTimeout, shared_slot, timing_slot, warmup_slot_env
+from cudagym.gpu_lock import shared_slot, shared_slot_if_free, timing_slot, warmup_slot_env
 from cudagym.harness.protocol import CandidateJob, Load, Memory
 from cudagym.harness.timing import TimingConfig
 from cudagym.inline_build import InlineBuilder
@@ -65,7 +65,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-EXIT_SLOT_S = 10.0  # how long a reference process's end waits for the device's shared slot before it ends anyway
+EXIT_SLOT_S = 10.0  # how long a process's end waits for the device's shared slot before it ends anyway
 
 
 class Evaluator(Protocol):
@@ -125,7 +125,12 @@ class LocalEvaluator:
             self.bytecode_filler = bytecode.Filler(self.bytecode_dir)
             threading.Thread(target=self.bytecode_filler.run, name="cudagym-bytecode", daemon=True).start()
         self.pool = CandidatePool(
-            backend, self.config.limits, self.tuning.prestart, self._child_env(), fork_server=self.tuning.fork_server
+            backend,
+            self.config.limits,
+            self.tuning.prestart,
+            self._child_env(),
+            fork_server=self.tuning.fork_server,
+            ending=lambda: shared_slot_if_free(backend, self.cache_dir, EXIT_SLOT_S, label="candidate exit"),
         )
         # timeouts and crashes of candidates, by content: unchanged files are not run into them again
         self.memo = FailureMemo()
@@ -326,15 +331,10 @@ class LocalEvaluator:
         which they would disturb (the trusted clock then refuses a calibration taken beside them). Ends it anyway
         after the wait: a close never hangs on the device's slots."""
         assert self._reference is not None
-        slot = contextlib.ExitStack()
         if not self._reference.alive:  # ended already: nothing of it is left on the device
             self._reference.close()
             return
-        try:
-            slot.enter_context(shared_slot(self.backend, self.cache_dir, timeout=EXIT_SLOT_S, label="reference exit"))
-        except TimingSlotTimeout:
-            logger.info("the reference process of %s ends without the device's shared slot", self.task.id)
-        with slot:
+        with shared_slot_if_free(self.backend, self.cache_dir, EXIT_SLOT_S, label="reference exit"):
             self._reference.close()
 
     def close(self) -> None:

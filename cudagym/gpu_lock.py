@@ -310,6 +310,22 @@ def shared_slot(
     return device_slot(backend, cache_dir, mode=SHARED, timeout=timeout, label=label, enabled=enabled)
 
 
+@contextlib.contextmanager
+def shared_slot_if_free(
+    backend: Backend, cache_dir: str | Path, timeout: float, *, label: str = ""
+) -> Iterator[Slot | None]:
+    """The device's shared slot where it comes within ``timeout`` seconds, else None and the block runs all the same:
+    for work that should stay out of timed runs but must never hang on the slots, such as a process's end (its CUDA
+    context's teardown and the return of its memory)."""
+    with contextlib.ExitStack() as stack:
+        try:
+            slot: Slot | None = stack.enter_context(shared_slot(backend, cache_dir, timeout=timeout, label=label))
+        except TimingSlotTimeout:
+            logging.getLogger(__name__).info("%s without the device's shared slot (not free in %.0f s)", label, timeout)
+            slot = None
+        yield slot
+
+
 def read_journal(path: str | Path) -> list[dict[str, Any]]:
     """The slots recorded in a journal file (see JOURNAL_ENV), oldest release first."""
     if not Path(path).exists():

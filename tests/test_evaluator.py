@@ -155,10 +155,13 @@ def test_baselines_are_timed_ahead_and_the_first_profile_finds_them_cached(
         assert not any(key.startswith("ahead-") for key in evaluator.reference().call(Held()).keys)
     finally:
         env.close()
-    # the reference process's end (its CUDA context's teardown, its memory given back) too
-    ended = [entry for entry in read_journal(journal) if entry["label"] == "reference exit"]
-    assert [entry["mode"] for entry in ended] == ["shared"]
-    assert exclusive_overlap_s(read_journal(journal)) == 0
+    # the reference process's end (its CUDA context's teardown, its memory given back) too, and every used
+    # candidate's, killed by its reaper
+    entries = read_journal(journal)
+    assert [entry["mode"] for entry in entries if entry["label"] == "reference exit"] == ["shared"]
+    reaped = [entry["mode"] for entry in entries if entry["label"] == "candidate exit"]
+    assert reaped and set(reaped) == {"shared"}, reaped
+    assert exclusive_overlap_s(entries) == 0
 
 
 def test_the_evaluator_resolves_its_timing_once(tmp_path: Path) -> None:

@@ -12,7 +12,14 @@ import pytest
 
 from cudagym import gpu_lock
 from cudagym.backends import resolve_backend
-from cudagym.gpu_lock import LOCK_DIR_ENV, TimingSlotTimeout, lock_folder, shared_slot, timing_slot
+from cudagym.gpu_lock import (
+    LOCK_DIR_ENV,
+    TimingSlotTimeout,
+    lock_folder,
+    shared_slot,
+    shared_slot_if_free,
+    timing_slot,
+)
 from cudagym.memory_slots import memory_slot
 
 CPU = resolve_backend("cpu")
@@ -70,3 +77,37 @@ def test_an_unusable_machine_folder_falls_back_to_the_cache_and_says_so(
             pass
     assert (tmp_path / "cache" / "locks").is_dir()
     assert LOCK_DIR_ENV in caplog.text
+
+
+def test_a_process_end_takes_the_shared_slot_when_free_and_goes_on_without_it_when_not(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A reference or candidate process ends in the shared slot (its CUDA teardown stays out of timed runs), but a
+    timing that holds the device longer than the wait never keeps the process alive: the block runs without it."""
+    monkeypatch.setenv(gpu_lock.LOCK_ENV, "on")
+    monkeypatch.setenv(LOCK_DIR_ENV, str(tmp_path / "locks"))
+    cache = tmp_path / "cache"
+    with shared_slot_if_free(CPU, cache, 5.0, label="reference exit") as slot:
+        assert slot is not None and slot.mode == "shared" and slot.path is not None
+    held, release = threading.Event(), threading.Event()
+
+    def timing() -> None:
+        with timing_slot(CPU, cache):
+            held.set()
+            release.wait(10)
+
+    other = threading.Thread(target=timing)
+    other.start()
+    ran = False
+    try:
+        assert held.wait(10)
+        with shared_slot_if_free(CPU, cache, 0.3, label="candidate exit") as slot:
+            ran = True
+            assert slot is None
+    finally:
+        release.set()
+        other.join()
+    assert ran
+    with pytest.raises(ValueError, match="inside"):  # an error of the block is the block's: never swallowed
+        with shared_slot_if_free(CPU, cache, 5.0, label="reference exit"):
+            raise ValueError("inside")
