@@ -321,7 +321,7 @@ def shared_slot_if_free(
         try:
             slot: Slot | None = stack.enter_context(shared_slot(backend, cache_dir, timeout=timeout, label=label))
         except TimingSlotTimeout:
-            logging.getLogger(__name__).info("%s without the device's shared slot (not free in %.0f s)", label, timeout)
+            logger.info("%s without the device's shared slot (not free in %.0f s)", label, timeout)
             slot = None
         yield slot
 
