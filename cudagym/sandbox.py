@@ -101,6 +101,7 @@ SANDBOX_ID = "CUDAGYM_SANDBOX_ID"  # carried by every child process (and inherit
 WRITABLE_ENV = ("TORCH_EXTENSIONS_DIR", "TRITON_CACHE_DIR")  # cache folders a candidate may write to
 EXCHANGE_PREFIX = "cudagym-x-"  # a candidate's private exchange folder
 KILL_WAIT_S = 5.0  # how long kill() keeps killing what a child left before it gives up
+RECEIVE_SLICE_S = 0.25  # how often a reader waiting on the channel looks for a kill from another thread
 
 
 def exchange_dir() -> str:
@@ -371,12 +372,20 @@ class Child:
     def receive(self, deadline: float) -> dict[str, Any] | None:
         """The next channel message, or None at end of channel or when ``deadline`` (monotonic) passes."""
         while b"\n" not in self._buffer:
-            if self._eof:
+            if self._eof or self.killed:  # a kill from another thread ends the channel for a reader waiting here
                 return None
             remaining = deadline - time.monotonic()
-            if remaining <= 0 or not self._selector.select(timeout=remaining):
+            if remaining <= 0:
                 return None
-            chunk = self._channel.read(65536)
+            try:
+                # in slices: closing a file another thread waits on never wakes that thread's wait, so a reader
+                # looks again for a kill (``killed``) at least every ``RECEIVE_SLICE_S``
+                if not self._selector.select(timeout=min(remaining, RECEIVE_SLICE_S)):
+                    continue
+                chunk = self._channel.read(65536)
+            except (OSError, ValueError):  # the channel was closed by a kill meanwhile
+                self._eof = True
+                continue
             if not chunk:
                 self._eof = True
                 continue

@@ -209,3 +209,61 @@ def test_a_request_out_of_protocol_is_answered_as_a_failure_and_the_process_serv
         assert ref.call(Held()) == HeldSets(keys=[])
     finally:
         ref.close()
+
+
+SLOW_TO_LOAD = """
+import time
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        time.sleep(600)
+
+    def forward(self, x):
+        return x
+
+
+def get_inputs():
+    return [torch.randn(8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_close_from_another_thread_ends_a_call_in_flight_at_once() -> None:
+    """An evaluator's close stops a reference whose load a preparation ahead waits on: the waiting call fails within
+    a second or so even where the channel never reports its end (here a second writer, as a process that inherited
+    the pipe would be, holds it open), not at the end of the reference timeout."""
+    import threading
+
+    backend = resolve_backend("cpu")
+    ref = ReferenceProcess(backend, EvalConfig())
+    proc = ref.child.proc
+    assert isinstance(proc, subprocess.Popen)
+    write_fd = next(int(a) for a in proc.args[proc.args.index("reference") + 1 :] if str(a).isdigit())
+    held = open(f"/proc/{proc.pid}/fd/{write_fd}", "wb")  # held open across the close
+    outcome: list[BaseException | None] = []
+
+    def load() -> None:
+        try:
+            ref.call(Load(source=SLOW_TO_LOAD, device="cpu", dtype="float32", weight_seed=1, threads=1), timeout=300)
+            outcome.append(None)
+        except BaseException as exc:  # the test reads what the call raised
+            outcome.append(exc)
+
+    caller = threading.Thread(target=load, daemon=True)
+    caller.start()
+    try:
+        time.sleep(1.0)  # the load is in flight: the model's constructor sleeps
+        closed = time.monotonic()
+        ref.close()
+        caller.join(timeout=30)
+        assert not caller.is_alive()
+        assert time.monotonic() - closed < 15  # the kill's own waits, not the call's 300 s
+        assert outcome and isinstance(outcome[0], RuntimeError)
+    finally:
+        held.close()
