@@ -18,6 +18,17 @@ from cudagym.harness.common import CUDA_ERROR_NAMES
 from cudagym.results import CudaFault
 from cudagym.text import cut
 
+# how torch, the runtime and the driver say that the device ran out of memory ("OutOfMemoryError: CUDA out of memory.
+# Tried to allocate ...", "CUDA error: out of memory", "CUDA_ERROR_OUT_OF_MEMORY")
+DEVICE_OUT_OF_MEMORY = ("OutOfMemoryError", "out of memory", "CUDA_ERROR_OUT_OF_MEMORY")
+
+
+def says_out_of_memory(text: str) -> bool:
+    """Whether an error's ``text`` says that the device ran out of memory: the machine's shortage (a pool retries the
+    job, synthesis drops the task as too large), not a fault of the code that ran."""
+    return any(mark in text for mark in DEVICE_OUT_OF_MEMORY)
+
+
 # -- warnings of the harness's own machinery ----------------------------------------------------------------------
 
 # Python's warning lines: "<file>:<line>: <Category>: <message>", then the source line, indented, when it is known

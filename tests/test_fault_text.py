@@ -8,7 +8,14 @@ import re
 import pytest
 from fault_texts import CAPTURED, ILLEGAL_ACCESS, KINETO_LOGS, OWN_OUTPUT, PROFILER_WARNING, SITE, TERMINATE
 
-from cudagym.fault_text import collapse_repeats, condense, find_cuda_fault, headline, hide_install_paths
+from cudagym.fault_text import (
+    collapse_repeats,
+    condense,
+    find_cuda_fault,
+    headline,
+    hide_install_paths,
+    says_out_of_memory,
+)
 from cudagym.harness.common import CUDA_ERROR_NAMES
 
 
@@ -134,3 +141,17 @@ def test_the_headline_is_the_first_line_that_says_something() -> None:
     assert headline(message) == "CUDA error: an illegal memory access was encountered"
     assert headline("\n\nboom\nmore") == "boom"
     assert len(headline("x" * 1000, limit=50)) == 50
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", True),
+        ("RuntimeError: CUDA error: out of memory", True),
+        ("reference load failed: CUDA_ERROR_OUT_OF_MEMORY", True),
+        ("RuntimeError: CUDA error: an illegal memory access was encountered", False),
+        ("ValueError: shapes do not match", False),
+    ],
+)
+def test_an_error_that_says_the_device_ran_out_of_memory_is_told_from_other_faults(text: str, says: bool) -> None:
+    assert says_out_of_memory(text) is says

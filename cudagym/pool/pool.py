@@ -49,6 +49,7 @@ from cudagym.backends import Backend
 from cudagym.build import default_cache_dir
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator, LocalEvaluator
+from cudagym.fault_text import says_out_of_memory
 from cudagym.pool.admission import DeviceReading, MemoryAdmission, MemoryProbe, nvidia_smi_probe
 from cudagym.pool.compile_lane import CompileLane
 from cudagym.pool.evaluators import EvaluatorMaker, EvaluatorSet, Lease, PoolLimits, SetStats, weigh
@@ -62,7 +63,6 @@ logger = logging.getLogger(__name__)
 TICK_S = 0.25  # the dispatcher's longest sleep: deadlines and idle evaluators are looked at this often
 EXPIRE_EVERY_S = 2.0  # how often idle evaluators are expired and weighed (their processes' memory read from /proc)
 RETRIES = 3  # times a job goes back to the queue after a failure of the machine's own (``Retry``)
-OUT_OF_MEMORY = ("OutOfMemoryError", "CUDA out of memory", "CUDA_ERROR_OUT_OF_MEMORY")  # how a harness error says so
 
 
 class Retry(enum.Enum):
@@ -331,7 +331,7 @@ class EvaluationPool:
         result, not a harness error."""
         if entry.lease is None or entry.answered or self._closed or result.status is not Status.HARNESS_ERROR:
             return None
-        if self.admission is not None and any(s in result.message for s in OUT_OF_MEMORY):
+        if self.admission is not None and says_out_of_memory(result.message):
             self.admission.ran_out(entry.job.key)
             why = Retry.OUT_OF_MEMORY
         elif miscalibrated(result):

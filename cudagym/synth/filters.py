@@ -25,6 +25,7 @@ from cudagym.backends import Backend, find_toolchain
 from cudagym.build import default_cache_dir
 from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig
+from cudagym.fault_text import says_out_of_memory
 from cudagym.gpu_lock import shared_slot, timing_slot
 from cudagym.harness.protocol import Baseline, CompileReference, Drop, Prepare
 from cudagym.harness.timing import TimingConfig
@@ -79,13 +80,10 @@ class FilterConfig:
         return cls(**{"min_ms": low, "max_ms": high, **options})  # type: ignore[arg-type]
 
 
-OUT_OF_MEMORY_MARKS = ("OutOfMemoryError", "out of memory")
-
-
 def verdict_of_check(check: TaskCheck, config: FilterConfig) -> Verdict:
     """The verdict the task checks give, before torch.compile."""
     if check.error:
-        if any(mark in check.error for mark in OUT_OF_MEMORY_MARKS):
+        if says_out_of_memory(check.error):
             return Verdict(DropReason.OUT_OF_MEMORY, check.error)
         return Verdict(DropReason.DOES_NOT_EXECUTE, check.error)
     if not check.finite:  # first: NaN differs from itself, so a NaN output also reads as nondeterministic
