@@ -8,10 +8,14 @@ Both formats hold the same kernel: a tiled fp32 matmul of two 4096x4096 matrices
   torch wrapper in ``cuda_sources`` with ``#include <torch/extension.h>``, ``functions=[...]``), as KernelBench's
   solutions do. It is built the way cudagym builds it: the request a candidate's ``load_inline`` sends
   (``cudagym/harness/inline_loader.py``) goes through ``cudagym.inline_build.InlineBuilder`` (``main.cpp`` against a
-  precompiled ``torch/extension.h``, ``cuda.cu`` by nvcc against ``torch/types.h`` in place of ``torch/extension.h``
-  where the guard of ``cudagym.light_headers`` allows it, objects cached by content, ccache, the compiler sandbox).
-* **kernelbench-as-written**: the same, with ``BuildOptions(light_headers=False)``: ``cuda.cu`` always compiled as
-  written (with ``torch/extension.h``), as before the light header.
+  precompiled ``torch/extension.h``, ``cuda.cu`` split by ``cudagym.kernel_split`` into its kernels, compiled by nvcc
+  without torch's headers, and its host code, compiled by the C++ compiler against a precompiled header of its
+  includes; objects cached by content, ccache, the compiler sandbox).
+* **kernelbench-light**: the same with ``BuildOptions(split_sources=False)``: ``cuda.cu`` whole, by nvcc against
+  ``torch/types.h`` in place of ``torch/extension.h`` where the guard of ``cudagym.light_headers`` allows it, as
+  before the split.
+* **kernelbench-as-written**: the same with ``light_headers=False`` too: ``cuda.cu`` always compiled as written (with
+  ``torch/extension.h``), as before the light header.
 * **workspace**: ``kernels/matmul.cu`` (the kernel and its launcher, no torch header) and ``kernels/matmul_binding.cpp``
   (the torch wrapper, registered through ``binding_registry.h``), built by ``cudagym.build.Builder``.
 
@@ -182,7 +186,13 @@ def compile_workspace(builder: Builder, workspace: Workspace, cuda_source: str) 
 
 FORMATS = (
     Format("kernelbench", compile_kernelbench, KERNELBENCH_CUDA),
-    Format("kernelbench-as-written", compile_kernelbench, KERNELBENCH_CUDA, {"light_headers": False}),
+    Format("kernelbench-light", compile_kernelbench, KERNELBENCH_CUDA, {"split_sources": False}),
+    Format(
+        "kernelbench-as-written",
+        compile_kernelbench,
+        KERNELBENCH_CUDA,
+        {"split_sources": False, "light_headers": False},
+    ),
     Format("workspace", compile_workspace, WORKSPACE_CU),
 )
 
@@ -267,7 +277,7 @@ def main() -> None:
     parser.add_argument("--arch", default="", help="sm_XX for a machine without a GPU (nvcc only); default: the GPU's")
     parser.add_argument("--runs", type=int, default=3, help="warm edits per format")
     parser.add_argument("--cold-runs", type=int, default=0, help="cold compiles per format (default: --runs)")
-    parser.add_argument("--formats", default="kernelbench,kernelbench-as-written,workspace")
+    parser.add_argument("--formats", default="kernelbench,kernelbench-light,workspace")
     parser.add_argument("--json", default="")
     parser.add_argument(
         "--wait-for-pch", action="store_true", help="cold compiles wait for the precompiled header (the old way)"

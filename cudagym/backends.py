@@ -57,7 +57,7 @@ def find_toolchain() -> Toolchain:
     if not cxx:
         raise BackendUnavailable("no C++ compiler found (g++); install build-essential or set CXX")
     nvcc = os.environ.get("CUDAGYM_NVCC") or shutil.which("nvcc")
-    cuda_home = os.environ.get("CUDA_HOME") or (str(Path(nvcc).resolve().parent.parent) if nvcc else None)
+    cuda_home = os.environ.get("CUDA_HOME") or (_cuda_home_of(nvcc) if nvcc else None)
     return Toolchain(
         cxx=cxx,
         nvcc=nvcc,
@@ -81,6 +81,22 @@ class Backend:
     @property
     def is_cuda(self) -> bool:
         return self.name == "cuda"
+
+
+def _cuda_home_of(nvcc: str) -> str:
+    """The CUDA installation ``nvcc`` belongs to: the folder above its ``bin``, or where that holds no CUDA headers
+    (``nvcc`` is a wrapper script elsewhere), the one nvcc itself names (``_HERE_`` of its dry run)."""
+    home = Path(nvcc).resolve().parent.parent
+    if (home / "include" / "cuda_runtime.h").exists():
+        return str(home)
+    try:
+        done = subprocess.run(
+            [nvcc, "--dryrun", "-E", "-x", "cu", os.devnull], capture_output=True, text=True, timeout=30
+        )
+    except (OSError, subprocess.SubprocessError):
+        return str(home)
+    match = re.search(r"^#\$ _HERE_=(.+)$", done.stdout + done.stderr, re.M)
+    return str(Path(match.group(1).strip()).parent) if match else str(home)
 
 
 def _cpu_name() -> str:

@@ -76,6 +76,10 @@ class BuildOptions:
     # against torch/types.h in its place where that cannot change what it means (cudagym.light_headers), and as
     # written where that copy fails; False: always as written
     light_headers: bool = True
+    # single-file solutions: a CUDA source is first compiled as two units, its kernels without torch's headers (nvcc)
+    # and its host code against a precompiled header (the C++ compiler), where that cannot change what it means
+    # (cudagym.kernel_split); else, or where a unit fails, as above. False: never split
+    split_sources: bool = True
     # False: a compile that finds the precompiled header not built yet compiles without it while it is built in the
     # background (a fresh machine's first compile never waits for it); True: the compile waits for it
     wait_for_pch: bool = False
@@ -99,6 +103,9 @@ class CompileUnit:
     command: tuple[str, ...]
     key: str
     pch: Path | None = None  # the precompiled header it includes
+    # its warnings are not shown: a unit cudagym made from the agent's file (cudagym.kernel_split), whose warnings
+    # (a constant only the other unit uses, say) the file itself would not give
+    quiet: bool = False
 
 
 def content_hash(*parts: bytes | str) -> str:
@@ -359,7 +366,9 @@ class Builder:
                 cache_bound.touch(self.objects_dir / f"{unit.key}.o")
         outputs = self._compile_all(todo, ws, readonly)
         failures = [(u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code != 0]
-        warnings = [(u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code == 0 and out.strip()]
+        warnings = [
+            (u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code == 0 and out.strip() and not u.quiet
+        ]
         replace = {str(ws): "", str(self.cache_dir): "<cache>"}
         diag_parts = [out for _, out in failures] + [
             out for u, out in warnings if u.kind != "cu" or "warning" in out or "error" in out

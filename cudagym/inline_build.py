@@ -10,11 +10,20 @@ wait for it), ccache, the compiler sandbox. The sources are written under the ca
 the library lands in the builder's content-keyed ``builds`` folder: what a call gets depends only on its sources and
 flags, never on what another candidate left in a folder it could write.
 
-A CUDA file that includes ``torch/extension.h`` is compiled first as a copy (``light/<name>`` beside it) with
-``torch/types.h`` on those lines, where ``cudagym.light_headers``' guard finds that the copy cannot mean something
-else (``BuildOptions.light_headers``): nvcc, which has no precompiled headers, then parses a fraction of torch. A copy
-that fails to compile is remembered (``<cache>/light/failed``) and the file is compiled as written; that build's
-result, errors included, is the one returned. A compile the timeout ended is returned as it is.
+A CUDA file is compiled the fastest way that means what it means, each tried only where the one before failed:
+
+1. split in two (``BuildOptions.split_sources``, ``cudagym.kernel_split``): its kernels in ``split/<name>`` without
+   torch's headers (nvcc, the file's own command), its host code in ``split/<stem>_host.cpp`` against a precompiled
+   header of its leading includes (the C++ compiler, with the flags nvcc hands its host compiler). A kernel edit then
+   recompiles the small device unit alone (nvcc, which has no precompiled headers, never parses torch);
+2. as a copy (``light/<name>``) with ``torch/types.h`` in place of ``torch/extension.h``, where
+   ``cudagym.light_headers``' guard finds that the copy cannot mean something else (``BuildOptions.light_headers``);
+3. as written.
+
+A way that fails to compile is remembered for that source (``<cache>/split/failed``, ``<cache>/light/failed``) and
+the next is tried in the same build; the result of the way that compiled, or of the file as written, errors included,
+is the one returned (the agent never sees the errors of a unit it did not write). A compile the timeout ended is
+returned as it is.
 """
 
 from __future__ import annotations
@@ -28,10 +37,11 @@ import shlex
 import shutil
 import tempfile
 import time
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from cudagym import light_headers
+from cudagym import kernel_split, light_headers
 from cudagym.build import KILLED_AFTER, Builder, CompileUnit, compiler_identity, content_hash, nvcc_command
 from cudagym.errors import CudaGymError
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
@@ -41,6 +51,7 @@ from cudagym.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 
+SPLIT = "split in a device and a host unit"  # the label of that way of compiling a CUDA file (cudagym.kernel_split)
 EXTENSION_HEADER = "#include <torch/extension.h>\n"  # the precompiled header of load_inline's main.cpp
 # the flags torch's JIT builds .cu files with (torch.utils.cpp_extension.COMMON_NVCC_FLAGS)
 TORCH_NVCC_FLAGS = (
@@ -51,6 +62,7 @@ TORCH_NVCC_FLAGS = (
     "--expt-relaxed-constexpr",
 )
 SOURCE_KINDS = {".cu": "cu", ".cpp": "cxx", ".cc": "cxx", ".cxx": "cxx", ".c": "cxx"}
+_SYMBOL_ERROR_RE = re.compile(r"undefined reference|multiple definition|undefined symbol|duplicate symbol")
 _NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,99}$")
 # flags that would change what the command writes or which programs it runs (the rest only steer the compile,
 # which sees nothing but its sandbox's view)
@@ -161,6 +173,42 @@ def _loaded_files(sources: Any) -> tuple[tuple[str, str], ...]:
     return tuple(files)
 
 
+@dataclasses.dataclass(frozen=True)
+class _Way:
+    """One way to compile a file of a request: its units, and the file that records that it failed for this source
+    (None for the file as written, the last way)."""
+
+    label: str
+    units: tuple[CompileUnit, ...]
+    marker: Path | None
+
+
+def host_flags(cuda_cflags: Sequence[str]) -> list[str]:
+    """The flags of a request's CUDA compile that nvcc applies to host code (macros, include paths, optimisation,
+    debug information, the language standard, what ``-Xcompiler`` passes on), for the C++ compiler of a split file's
+    host unit; torch's JIT macros first, ``-std=c++20`` where the request names no standard (as for its nvcc)."""
+    flags = [f for f in TORCH_NVCC_FLAGS if f.startswith("-D")]
+    given = list(cuda_cflags)
+    i = 0
+    while i < len(given):
+        flag = given[i]
+        if flag in ("-D", "-U", "-I", "-Xcompiler", "--compiler-options") and i + 1 < len(given):
+            value = given[i + 1]
+            flags += value.split(",") if flag in ("-Xcompiler", "--compiler-options") else [flag, value]
+            i += 2
+            continue
+        if flag.startswith(("-Xcompiler=", "--compiler-options=")):
+            flags += flag.split("=", 1)[1].split(",")
+        elif flag.startswith(("-D", "-U", "-I", "-O", "-std=")) or flag == "-g":
+            flags.append(flag)
+        elif flag.startswith("--std="):
+            flags.append(flag[1:])
+        i += 1
+    if not any(f.startswith("-std=") for f in flags):
+        flags.append("-std=c++20")
+    return flags
+
+
 class InlineBuilder:
     """Builds load_inline/load requests with ``builder`` (its caches, header, ccache and sandbox)."""
 
@@ -185,26 +233,47 @@ class InlineBuilder:
         folder = self._write_sources(sources)
         digest = _workspace_headers(workspace)
         units = [self._unit(folder / name, folder, workspace, sources, includes, digest) for name, _ in sources.files]
-        lighter = {i: light for i, unit in enumerate(units) if (light := self._light_unit(unit, workspace, digest))}
-        chosen = [lighter.get(i, unit) for i, unit in enumerate(units)]
-        result = self.builder.build_units(
-            chosen, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[workspace.path]
-        )
-        failed = [i for i, light in lighter.items() if not (self.builder.objects_dir / f"{light.key}.o").exists()]
-        # a compile the timeout ended says nothing of the source (and the file as written, a superset of the copy's
-        # work, would take longer still): that result stands, and the next build tries the copy again
-        timed_out = KILLED_AFTER in result.diagnostics
-        if result.status is Status.COMPILE_ERROR and failed and not timed_out:
-            # the lighter copy did not compile: the source as written decides (its own errors, if any, are shown)
-            for i in failed:
-                self._mark_heavy(lighter[i])
-                chosen[i] = units[i]
-            logger.info("%s: compiling %s as written", _call(request), ", ".join(units[i].source.name for i in failed))
+        # each file's ways to compile, the fastest first; a way whose units fail gives way to the next, the file as
+        # written last (its result, errors included, is the one the agent sees)
+        ladders = [
+            self._ways(unit, self._split_way(unit, folder, workspace, sources, includes, digest), workspace, digest)
+            for unit in units
+        ]
+        ways = [next(ladder) for ladder in ladders]
+        while True:
+            chosen = [unit for way in ways for unit in way.units]
             result = self.builder.build_units(
                 chosen, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[workspace.path]
             )
+            # a compile the timeout ended says nothing of the source (and a slower way would take longer still): that
+            # result stands, and the next build tries the same ways again
+            if result.status is not Status.COMPILE_ERROR or KILLED_AFTER in result.diagnostics:
+                break
+            failed = [i for i, way in enumerate(ways) if way.marker is not None and not self._compiled(way)]
+            if not failed and _SYMBOL_ERROR_RE.search(result.diagnostics):
+                # a link that found a symbol missing or defined twice: a split may be why (a header of device code
+                # the host unit compiled as host code, say), so the file is linked whole before its own link decides
+                failed = [i for i, way in enumerate(ways) if way.label == SPLIT]
+            if not failed:
+                break
+            for i in failed:
+                _write_once(ways[i].marker, "", replace=True)  # not tried again for this source
+                ways[i] = next(ladders[i])
+                logger.info("%s: compiling %s %s", _call(request), units[i].source.name, ways[i].label)
         logger.info("%s: %s in %.2f s (%s)", _call(request), result.status.value, result.seconds, result.message)
         return key, result
+
+    def _compiled(self, way: _Way) -> bool:
+        return all((self.builder.objects_dir / f"{unit.key}.o").exists() for unit in way.units)
+
+    def _ways(self, unit: CompileUnit, split: _Way | None, workspace: Workspace, header_digest: str) -> Iterator[_Way]:
+        """How ``unit``'s file can be compiled, fastest first, each looked at only when the one before failed: ``split``
+        in two (``cudagym.kernel_split``), against the light header (``cudagym.light_headers``), as written."""
+        if split is not None:
+            yield split
+        if (light := self._light_unit(unit, workspace, header_digest)) is not None:
+            yield _Way("against the light header", (light,), self._heavy_marker(light))
+        yield _Way("as written", (unit,), None)
 
     def _include_flags(self, sources: InlineSources, workspace: Workspace) -> list[str]:
         """``-I`` flags of the request's include paths, each of which must lie inside the workspace."""
@@ -243,12 +312,7 @@ class InlineBuilder:
     ) -> CompileUnit:
         """The compile of one file with torch's JIT flags (the workspace's headers are part of its key)."""
         builder, toolchain = self.builder, self.builder.toolchain
-        common = [f"-DTORCH_EXTENSION_NAME={sources.name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *includes]
-        system = [*toolchain.torch_includes, toolchain.python_include]
-        if builder.backend.is_cuda and toolchain.cuda_home:
-            system.append(str(Path(toolchain.cuda_home) / "include"))
-        for include in system:
-            common += ["-isystem", include]
+        common = self._common_flags(sources, includes)
         if SOURCE_KINDS[source.suffix] == "cu":
             arch = [] if any(_ARCH_FLAG_RE.match(f) for f in sources.cuda_cflags) else [f"-arch={builder.backend.arch}"]
             std = [] if any(f.startswith("-std=") for f in sources.cuda_cflags) else ["-std=c++20"]
@@ -268,6 +332,74 @@ class InlineBuilder:
             return plain
         command = [*command[:-2], "-include", str(pch), "-Winvalid-pch", *command[-2:]]
         return dataclasses.replace(self._keyed(source, "binding", command, folder, workspace, header_digest), pch=pch)
+
+    def _common_flags(self, sources: InlineSources, includes: list[str]) -> list[str]:
+        """The flags every file of a request is compiled with: the module's name, the include paths, torch's."""
+        toolchain = self.builder.toolchain
+        common = [f"-DTORCH_EXTENSION_NAME={sources.name}", "-DTORCH_API_INCLUDE_EXTENSION_H", *includes]
+        system = [*toolchain.torch_includes, toolchain.python_include]
+        if self.builder.backend.is_cuda and toolchain.cuda_home:
+            system.append(str(Path(toolchain.cuda_home) / "include"))
+        for include in system:
+            common += ["-isystem", include]
+        return common
+
+    def _split_way(
+        self,
+        unit: CompileUnit,
+        folder: Path,
+        workspace: Workspace,
+        sources: InlineSources,
+        includes: list[str],
+        header_digest: str,
+    ) -> _Way | None:
+        """``unit``'s CUDA file as a device unit (``split/<name>``, nvcc, the file's command) and a host unit
+        (``split/<stem>_host.cpp``, the C++ compiler against a precompiled header of its leading includes); None where
+        ``cudagym.kernel_split`` refuses the file, where its split failed to compile before, or where the file's own
+        object is cached already."""
+        if unit.kind != "cu" or not self.builder.options.split_sources:
+            return None
+        marker = self.builder.cache_dir / "split" / "failed" / unit.key
+        if marker.exists() or (self.builder.objects_dir / f"{unit.key}.o").exists():
+            return None
+        text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
+        try:
+            parts = kernel_split.split(text, content_hash(unit.source.name)[:8])
+        except kernel_split.Refused as exc:
+            logger.info("%s compiles whole: %s", unit.source.name, exc)
+            return None
+        except Exception:  # a fault of the splitter never fails a build: the file compiles whole
+            logger.warning("splitting %s failed; it compiles whole", unit.source.name, exc_info=True)
+            return None
+        device_path = unit.source.parent / "split" / unit.source.name
+        host_path = unit.source.parent / "split" / f"{unit.source.stem}_host.cpp"
+        _write_once(device_path, parts.device, replace=True)
+        _write_once(host_path, parts.host, replace=True)
+        device = self._keyed(
+            device_path, "cu", [*unit.command[:-1], str(device_path)], folder, workspace, header_digest
+        )
+        flags = [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
+        base = [self.builder.toolchain.cxx, *flags, "-fdiagnostics-color=never"]
+        # nvcc includes cuda_runtime.h before a file's host code: so does the host unit, or its header
+        host = self._keyed(
+            host_path,
+            "cxx",
+            [*base, "-include", "cuda_runtime.h", "-c", str(host_path)],
+            folder,
+            workspace,
+            header_digest,
+        )
+        prefix = kernel_split.leading_includes(parts.host)
+        if prefix and not (self.builder.objects_dir / f"{host.key}.o").exists():
+            header_flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+            header = f"#include <cuda_runtime.h>\n{prefix}"
+            pch = self.builder.precompiled_header(header, header_flags, wait=self.builder.options.wait_for_pch)
+            if pch is not None:
+                command = [*base, "-include", str(pch), "-Winvalid-pch", "-c", str(host_path)]
+                host = dataclasses.replace(
+                    self._keyed(host_path, "cxx", command, folder, workspace, header_digest), pch=pch
+                )
+        return _Way(SPLIT, (dataclasses.replace(device, quiet=True), dataclasses.replace(host, quiet=True)), marker)
 
     def _light_unit(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> CompileUnit | None:
         """The compile of ``unit``'s CUDA file against ``torch/types.h`` in place of the heavy torch headers
@@ -305,11 +437,6 @@ class InlineBuilder:
     def _heavy_marker(self, light: CompileUnit) -> Path:
         """The file that says ``light``'s compile failed (the source needs the heavy headers, or is broken)."""
         return self.builder.cache_dir / "light" / "failed" / light.key
-
-    def _mark_heavy(self, light: CompileUnit) -> None:
-        marker = self._heavy_marker(light)
-        marker.parent.mkdir(parents=True, exist_ok=True)
-        marker.touch()
 
     def _heavy_only(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> HeavyOnly | None:
         """What the heavy torch headers add for ``unit``'s flags (the module's name aside): read once per toolchain

@@ -12,9 +12,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from cudagym.backends import Backend
 from cudagym.baselines import tool_call
 from cudagym.envs import CudaKernelEnv
+from cudagym.results import CompileResult, Status
 from cudagym.tasks import Task, TaskMetadata, load
+from cudagym.workspace import Workspace
 
 RELU = "builtin/relu"
 
@@ -144,3 +147,41 @@ def resource_warnings_as_errors(settle_s: float = 5.0) -> Iterator[None]:
     finally:
         sys.unraisablehook = previous_hook
     assert not caught, f"{len(caught)} ResourceWarning(s): {caught}"
+
+
+# -- single-file builds against stand-in torch headers (tests/test_light_headers.py, tests/test_kernel_split.py) -----
+
+NVCC_ONLY = Backend(name="cuda", device="cuda", device_name="nvcc only", arch="sm_90")  # compiles; no GPU needed
+
+
+def stand_in_workspace(root: Path, types_h: str, extension_h: str, title: str) -> Workspace:
+    """A workspace whose ``fake/torch/types.h`` and ``fake/torch/extension.h`` stand in for torch's (small headers
+    that compile in a fraction of a second) for requests made by :func:`stand_in_request`."""
+    space = Workspace(load("builtin").get(RELU).source_for("cuda"), title, root_dir=root)
+    (space.path / "fake" / "torch").mkdir(parents=True)
+    (space.path / "fake" / "torch" / "types.h").write_text(types_h)
+    (space.path / "fake" / "torch" / "extension.h").write_text(extension_h)
+    return space
+
+
+def stand_in_request(cuda: str, name: str) -> dict[str, Any]:
+    """A load_inline request of the CUDA source ``cuda`` alone, which sees the stand-in torch headers."""
+    return {
+        "loader": "load_inline",
+        "name": name,
+        "cpp_sources": [],
+        "cuda_sources": [cuda],
+        "functions": None,
+        "with_pytorch_error_handling": True,
+        "no_implicit_headers": True,
+        "extra_cflags": [],
+        "extra_cuda_cflags": ["-O3"],
+        "extra_ldflags": [],
+        "extra_include_paths": ["fake"],
+        "with_cuda": True,
+    }
+
+
+def compiled(result: CompileResult) -> bool:
+    """Compiled (the link of a CUDA extension fails where torch has no CUDA libraries: a compile is what counts)."""
+    return result.status is Status.OK or result.message == "Linking failed."

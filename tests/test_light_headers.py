@@ -14,18 +14,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cudagym_testing import RELU
+from cudagym_testing import NVCC_ONLY, compiled, stand_in_request, stand_in_workspace
 
-from cudagym.backends import Backend
 from cudagym.build import Builder, BuildOptions
 from cudagym.inline_build import InlineBuilder, inline_sources
 from cudagym.light_headers import HeavyOnly, code_of, declared_variables, heavy_only, lighter
 from cudagym.results import CompileResult, Status
-from cudagym.tasks import load
 from cudagym.workspace import Workspace
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
-NVCC_ONLY = Backend(name="cuda", device="cuda", device_name="nvcc only", arch="sm_90")
 
 # -- the rewrite and the guard, as text ------------------------------------------------------------------------------
 
@@ -120,39 +117,21 @@ HEAVY_STAND_IN = (
 
 
 def request(cuda: str) -> dict[str, Any]:
-    """A load_inline request whose CUDA source sees the stand-in torch headers (``fake/torch/*.h``)."""
-    return {
-        "loader": "load_inline",
-        "name": "light_ext",
-        "cpp_sources": [],
-        "cuda_sources": [f"{cuda}\n// {uuid.uuid4().hex}\n"],  # new to every cache
-        "functions": None,
-        "with_pytorch_error_handling": True,
-        "no_implicit_headers": True,
-        "extra_cflags": [],
-        "extra_cuda_cflags": ["-O3"],
-        "extra_ldflags": [],
-        "extra_include_paths": ["fake"],
-        "with_cuda": True,
-    }
+    """A load_inline request whose CUDA source sees the stand-in torch headers (``fake/torch/*.h``), new to every
+    cache."""
+    return stand_in_request(f"{cuda}\n// {uuid.uuid4().hex}\n", "light_ext")
 
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
-    space = Workspace(load("builtin").get(RELU).source_for("cuda"), "light header test", root_dir=tmp_path)
-    (space.path / "fake" / "torch").mkdir(parents=True)
-    (space.path / "fake" / "torch" / "types.h").write_text(LIGHT_STAND_IN)
-    (space.path / "fake" / "torch" / "extension.h").write_text(HEAVY_STAND_IN)
-    return space
+    return stand_in_workspace(tmp_path, LIGHT_STAND_IN, HEAVY_STAND_IN, "light header test")
 
 
 def builder(cache: Path, *, light: bool = True) -> InlineBuilder:
-    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(light_headers=light)))
-
-
-def compiled(result: CompileResult) -> bool:
-    """Compiled (the link of a CUDA extension fails where torch has no CUDA libraries: a compile is what counts)."""
-    return result.status is Status.OK or result.message == "Linking failed."
+    """A builder that never splits a file (``cudagym.kernel_split``, tests/test_kernel_split.py): the light header's
+    way is the first it tries."""
+    options = BuildOptions(light_headers=light, split_sources=False)
+    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=options))
 
 
 def used_light(result: CompileResult) -> bool:
@@ -211,7 +190,9 @@ def test_a_light_compile_the_timeout_ends_is_not_taken_for_a_source_that_needs_t
     cache = tmp_path / "cache"
     _, first = builder(cache).build(request(f"#include <torch/extension.h>\n{KERNEL}"), workspace)  # reads the guard
     assert compiled(first) and used_light(first), first.diagnostics
-    hurried = InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(timeout_seconds=0.001)))
+    hurried = InlineBuilder(
+        Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(timeout_seconds=0.001, split_sources=False))
+    )
     _, result = hurried.build(request(f"#include <torch/extension.h>\n{KERNEL}"), workspace)
     assert result.status is Status.COMPILE_ERROR and "compiler killed after" in result.diagnostics
     assert used_light(result) and not heavy_markers(cache)  # no second compile; the next build tries the copy again

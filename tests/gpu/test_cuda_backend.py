@@ -329,6 +329,9 @@ def test_single_file_load_inline_solution(env: CudaKernelEnv) -> None:
     assert env.step(tool_call("write_file", path="model_new.py", content=LOAD_INLINE))[4]["status"] == "ok"
     obs, _, _, _, info = env.step(tool_call("compile"))
     assert info["status"] == "ok", obs
+    commands = info["result"]["commands"]  # none where every object was cached already
+    # cuda.cu compiled as a device and a host unit (cudagym.kernel_split), which link and run correctly below
+    assert not commands or any("split/cuda.cu" in command for command in commands), commands
     _, _, terminated, _, info = env.step(tool_call("submit"))
     assert terminated and info["tier"] >= 1, info["result"]["message"]
 

@@ -1,0 +1,403 @@
+"""A single-file solution's CUDA source split into a device file without torch and a host file for the C++ compiler.
+
+KernelBench's ``cuda.cu`` holds the kernels and their torch wrappers in one file, so nvcc parses torch's headers on
+every kernel edit (three times: its device pass, its host front end and the host compiler): tens of seconds, where
+the workspace layout, whose kernels include no torch header, compiles an edit in one or two. This module cuts such
+a file in two translation units that together mean what the file means:
+
+* the *device* unit (compiled by nvcc with the file's own flags): the file's directives, types and constants, its
+  kernels and device functions, torch's includes left out; after each kernel, a launcher
+  (``cudagym_launch_<tag>_<kernel>``) that launches it with a given grid, block, dynamic shared memory and stream;
+* the *host* unit (compiled by the C++ compiler against a precompiled header of its includes): the same directives,
+  types and constants, the host functions, each ``kernel<<<grid, block[, shared[, stream]]>>>(args)`` replaced by the
+  call of its launcher, and the launcher's declaration where the kernel was.
+
+Both units keep every line where it was (``__LINE__`` and diagnostics hold). A launch passes its arguments to the
+kernel's parameters as a call to a function with those parameters does, so the launcher changes no conversion. The
+launchers are hidden symbols of the extension (no other library can interpose them).
+
+A source is split only where that cannot change what it means, else :func:`split` says why not and the file is
+compiled whole (``cudagym.inline_build``, which also compiles it whole where a split unit fails to compile): it names
+``__CUDACC__``, ``__NVCC__`` or ``__CUDA_ARCH__`` (the host unit is not compiled by nvcc); a kernel is a template
+(its instantiations come from the host code), overloaded, or has parameters the launcher cannot forward (unnamed,
+arrays, defaults, packs, ``__grid_constant__``); a kernel or device symbol is named in host code other than by a
+launch (its address, ``cudaMemcpyToSymbol``); a launch names a kernel the file does not define; host code holds
+device code (a ``__device__`` lambda); device code names torch's API (its headers are not in the device unit); a
+macro launches a kernel; a namespace or ``extern "C"`` block, a raw string, or a line continued outside a directive.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+LAUNCHER_PREFIX = "cudagym_launch_"
+MAX_CHARS = 1_000_000  # a longer source is compiled whole (the split reads it character by character, in Python)
+HIDDEN = '__attribute__((visibility("hidden")))'
+DEVICE_WORDS = frozenset({"__global__", "__device__", "__constant__", "__managed__", "__shared__"})
+# headers whose declarations only the host unit gets
+_TORCH_INCLUDE_RE = re.compile(r"^\s*#\s*include\s*[<\"](torch/|ATen/|c10/|caffe2/|pybind11/|THC/|Python\.h)")
+_TORCH_NAMES = frozenset({"torch", "at", "c10", "caffe2", "py", "pybind11"})
+_TORCH_PREFIX_RE = re.compile(r"^(TORCH_|AT_|C10_|PYBIND11_|Py|THP)")
+_COMPILER_MACRO_RE = re.compile(r"\b(__CUDACC\w*|__NVCC__|__CUDA_ARCH\w*)\b")
+_NOT_CODE_RE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
+_RAW_STRING_RE = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|[uUL])?R"')
+_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_DIRECTIVE_AHEAD_RE = re.compile(r"[ \t]*#")
+_LAUNCH_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?(\s*(?:<[^<>;{}]*>)?\s*)<<<")
+_AGGREGATE = frozenset({"struct", "class", "union", "enum", "typedef"})
+# a function with one of these may be defined in both units (no symbol of its own, or one per unit)
+_ONE_DEFINITION = frozenset({"inline", "__inline__", "__forceinline__", "static", "constexpr", "template"})
+_TYPE_WORDS = frozenset(
+    "void bool char short int long float double signed unsigned const volatile auto size_t __restrict__".split()
+)
+
+
+@dataclasses.dataclass(frozen=True)
+class Split:
+    """The two translation units of a source (the same number of lines as it) and the kernels whose launches the
+    host unit calls through a launcher."""
+
+    device: str
+    host: str
+    kernels: tuple[str, ...]
+
+
+@dataclasses.dataclass
+class _Item:
+    """A top-level piece of the source: a directive line, or a declaration or definition (``start``:``end``)."""
+
+    start: int
+    end: int
+    directive: bool
+    role: str = ""  # "both", "host", "device", "kernel" (a definition) or "kernel_decl" (a declaration)
+    name: str = ""  # a kernel's or a device symbol's name
+    params: str = ""  # a kernel's parameters (one line)
+
+
+class Refused(ValueError):
+    """Why a source is compiled whole (a line for the log)."""
+
+
+def mask(source: str) -> str:
+    """``source`` with its comments and string and character literals blanked (newlines kept): the same length, so
+    an offset into the mask is one into the source."""
+    return _NOT_CODE_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+
+
+def split(source: str, tag: str) -> Split:
+    """The device and host units of ``source``; ``tag`` (letters and digits) makes its launchers' names its own.
+    Raises :class:`Refused` where a split could mean something else or cannot be made."""
+    if len(source) > MAX_CHARS:
+        raise Refused(f"it is longer than {MAX_CHARS} characters")
+    if _RAW_STRING_RE.search(source):
+        raise Refused("it holds a raw string literal")
+    code = mask(source)
+    if hit := _COMPILER_MACRO_RE.search(code):
+        raise Refused(f"it names {hit.group(1)}, which the C++ compiler of the host part does not define")
+    if LAUNCHER_PREFIX in code:
+        raise Refused(f"it names {LAUNCHER_PREFIX}*, the launchers' names")
+    items = _items(code)
+    for item in items:
+        _classify(item, code)
+    kernels = _kernels(items, code)
+    if not kernels:
+        raise Refused("it defines no kernel")
+    _check_host_uses(items, code, kernels)
+    device, host = [], []
+    position = 0
+    for item in items:
+        gap = source[position : item.start]
+        device.append(gap)
+        host.append(gap)
+        text = source[item.start : item.end]
+        blank = "\n" * text.count("\n")
+        position = item.end
+        if item.directive:
+            device.append(blank if _TORCH_INCLUDE_RE.match(text) else text)
+            host.append(text)
+        elif item.role == "both":
+            device.append(text)
+            host.append(text)
+        elif item.role == "host":
+            device.append(blank)
+            host.append(_rewrite_launches(source, code, item, kernels, tag))
+        elif item.role == "device":
+            device.append(text)
+            host.append(blank)
+        else:  # a kernel: its launcher declared where it was in the host unit, defined after it in the device unit
+            declaration = f"{HIDDEN} void {_launcher(tag, item.name)}(dim3, dim3, size_t, cudaStream_t{_tail(item)});"
+            host.append(declaration + blank)
+            device.append(text + (_definition(item, tag) if item.role == "kernel" else ""))
+    device.append(source[position:])
+    host.append(source[position:])
+    return Split(device="".join(device), host="".join(host), kernels=tuple(sorted(kernels)))
+
+
+def _items(code: str) -> list[_Item]:
+    """The top-level items of ``code`` (masked) in order."""
+    items: list[_Item] = []
+    i, n = 0, len(code)
+    while i < n:
+        if code[i].isspace():
+            i += 1
+            continue
+        line_start = code.rfind("\n", 0, i) + 1
+        if code[i] == "#" and not code[line_start:i].strip():
+            end = i
+            while True:
+                end = code.find("\n", end)
+                if end < 0:
+                    end = n
+                    break
+                if code[end - 1] != "\\":
+                    break
+                end += 1
+            items.append(_Item(i, end, directive=True))
+            i = end
+            continue
+        items.append(_Item(i, _item_end(code, i), directive=False))
+        i = items[-1].end
+    return items
+
+
+def _item_end(code: str, start: int) -> int:
+    """Where the declaration or definition beginning at ``start`` ends (after its ``;`` or its body's ``}``)."""
+    depth, i, n = 0, start, len(code)
+    body = -1
+    while i < n:
+        c = code[i]
+        if c == "\n" and depth == 0:
+            if _DIRECTIVE_AHEAD_RE.match(code, i + 1):
+                raise Refused("a directive inside a declaration")
+        elif c == "\\" and code[i + 1 : i + 2] == "\n":
+            raise Refused("a line continued outside a directive")
+        elif c in "([{":
+            if c == "{" and depth == 0 and body < 0:
+                body = i
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth < 0:
+                raise Refused("unbalanced brackets")
+            if c == "}" and depth == 0:
+                head = set(_IDENTIFIER_RE.findall(code[start:body]))
+                if not (head & _AGGREGATE or "=" in code[start:body]):
+                    return i + 1  # a function, namespace or linkage block ends with its body
+        elif c == ";" and depth == 0:
+            return i + 1
+        i += 1
+    raise Refused("a declaration without its end")
+
+
+def _classify(item: _Item, code: str) -> None:
+    """Sets ``item.role`` (and a kernel's or device symbol's name and parameters)."""
+    text = code[item.start : item.end]
+    if item.directive:
+        if "<<<" in text:
+            raise Refused("a macro launches a kernel")
+        return
+    brace = text.find("{")
+    head = text if brace < 0 or "=" in text[:brace] else text[:brace]
+    words = set(_IDENTIFIER_RE.findall(head))
+    everything = set(_IDENTIFIER_RE.findall(text))
+    has_body = brace >= 0 and "=" not in text[:brace] and not words & _AGGREGATE
+    if has_body and "namespace" in words:
+        raise Refused("a namespace block")
+    if has_body and "extern" in words and "(" not in head:
+        raise Refused("an extern block")
+    if words & DEVICE_WORDS:
+        if _torchy(everything):
+            raise Refused("device code names torch's API")
+        if "__global__" in words:
+            if "template" in words:
+                raise Refused("a template kernel")
+            item.role = "kernel" if has_body else "kernel_decl"
+            item.name, item.params = _signature(head, named=has_body)
+        elif "__host__" in words and "__device__" in words:
+            if not has_body or not words & _ONE_DEFINITION:
+                raise Refused("a host-and-device function that is not inline (both units would define it)")
+            item.role = "both"
+        else:
+            item.role = "device"
+            item.name = _declared_name(head)
+        return
+    if everything & DEVICE_WORDS:
+        raise Refused("device code inside host code")
+    if has_body:
+        item.role = "both" if "constexpr" in words and not _torchy(everything) else "host"
+    elif _torchy(everything):
+        item.role = "host"
+    elif words & (_AGGREGATE | {"using", "template", "static_assert", "const", "constexpr"}) and "extern" not in words:
+        item.role = "both"
+    else:
+        item.role = "host"  # a variable (one definition) or a function's declaration
+
+
+def _torchy(words: set[str]) -> bool:
+    return bool(words & _TORCH_NAMES) or any(_TORCH_PREFIX_RE.match(w) for w in words)
+
+
+def _signature(head: str, *, named: bool) -> tuple[str, str]:
+    """A kernel's (name, parameters on one line) from its head (masked); ``named``: its parameters must be named."""
+    head = head.rstrip().rstrip(";")
+    close = head.rfind(")")
+    depth, i = 0, close
+    while i >= 0:
+        depth += {")": 1, "(": -1}.get(head[i], 0)
+        if depth == 0:
+            break
+        i -= 1
+    names = _IDENTIFIER_RE.findall(head[:i])
+    if i < 0 or not names or head[close + 1 :].strip():
+        raise Refused("a kernel whose parameter list cannot be read")
+    params = " ".join(head[i + 1 : close].split())
+    for param in _top_level_split(params):
+        if not param or param == "void":
+            continue
+        if any(bad in param for bad in ("=", "[", "...", "(", "__grid_constant__")):
+            raise Refused(f"kernel {names[-1]} has a parameter its launcher cannot forward: {param!r}")
+        if named and (param.endswith(("*", "&")) or _IDENTIFIER_RE.findall(param)[-1] in _TYPE_WORDS):
+            raise Refused(f"kernel {names[-1]} has an unnamed parameter")
+    return names[-1], params
+
+
+def _declared_name(head: str) -> str:
+    """The name a device function or variable declares (before its parameters, ``[``, ``=`` or ``;``)."""
+    cut = len(head)
+    for mark in ("(", "[", "=", ";"):
+        found = head.find(mark)
+        if 0 <= found < cut:
+            cut = found
+    names = _IDENTIFIER_RE.findall(head[:cut])
+    return names[-1] if names else ""
+
+
+def _top_level_split(text: str) -> list[str]:
+    """``text`` split at its commas outside brackets of any kind (``<>`` included)."""
+    parts, depth, last = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "([{<":
+            depth += 1
+        elif c in ")]}>":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[last:i].strip())
+            last = i + 1
+    parts.append(text[last:].strip())
+    return parts
+
+
+def _kernels(items: list[_Item], code: str) -> dict[str, _Item]:
+    """The kernels the source defines, by name (each defined once, never overloaded)."""
+    kernels: dict[str, _Item] = {}
+    declared: dict[str, str] = {}
+    for item in items:
+        if item.role == "kernel":
+            if item.name in kernels:
+                raise Refused(f"kernel {item.name} is defined twice or overloaded")
+            kernels[item.name] = item
+        elif item.role == "kernel_decl":
+            declared[item.name] = item.params
+    for name in declared:
+        if name not in kernels:
+            raise Refused(f"kernel {name} is declared but not defined here")
+    return kernels
+
+
+def _check_host_uses(items: list[_Item], code: str, kernels: dict[str, _Item]) -> None:
+    """Refuses host code that names a kernel other than by launching it, or a device function or variable."""
+    device_names = {item.name for item in items if item.role == "device" and item.name}
+    for item in items:
+        if item.directive or item.role not in ("host", "both"):
+            continue
+        text = code[item.start : item.end]
+        launched = {m.start(1) for m in _LAUNCH_RE.finditer(text) if m.group(1)}
+        for match in _IDENTIFIER_RE.finditer(text):
+            name = match.group(0)
+            if name in kernels and match.start() not in launched:
+                raise Refused(f"host code names kernel {name} other than by launching it")
+            if name in device_names:
+                raise Refused(f"host code names device symbol {name}")
+        for match in _LAUNCH_RE.finditer(text):
+            if item.role == "both":
+                raise Refused("a launch in code both units compile")
+            if match.group(1) not in kernels or match.group(2).strip():
+                raise Refused(f"a launch of {match.group(1) or 'an expression'}, which is not a kernel defined here")
+
+
+def _rewrite_launches(source: str, code: str, item: _Item, kernels: dict[str, _Item], tag: str) -> str:
+    """``item``'s source with each ``kernel<<<config>>>(args)`` made ``launcher(config, args)`` (its lines kept)."""
+    out, position = [], item.start
+    text = code[item.start : item.end]
+    for match in _LAUNCH_RE.finditer(text):
+        name_at, config_at = item.start + match.start(1), item.start + match.end()
+        close = code.find(">>>", config_at)
+        if close < 0 or close > item.end:
+            raise Refused("a launch without its >>>")
+        config = _top_level_split(code[config_at:close])
+        if not 2 <= len(config) <= 4 or not all(config):
+            raise Refused("a launch whose configuration cannot be read")
+        opening = close + 3
+        while opening < item.end and code[opening].isspace():
+            opening += 1
+        if opening >= item.end or code[opening] != "(":
+            raise Refused("a launch without its arguments")
+        arguments = code[opening + 1 : _closing(code, opening)].strip()
+        defaults = ", 0" * (4 - len(config))
+        out.append(source[position:name_at])
+        out.append(f"{_launcher(tag, match.group(1))}(")
+        out.append(source[config_at:close])
+        out.append(defaults + (", " if arguments else "") + "\n" * source[close:opening].count("\n"))
+        position = opening + 1
+    out.append(source[position : item.end])
+    return "".join(out)
+
+
+def _closing(code: str, opening: int) -> int:
+    """The offset of the parenthesis that closes the one at ``opening``."""
+    depth = 0
+    for i in range(opening, len(code)):
+        depth += {"(": 1, ")": -1}.get(code[i], 0)
+        if depth == 0:
+            return i
+    raise Refused("a launch whose arguments do not end")
+
+
+def _launcher(tag: str, kernel: str) -> str:
+    return f"{LAUNCHER_PREFIX}{tag}_{kernel}"
+
+
+def _tail(item: _Item) -> str:
+    """The kernel's parameters after the launch configuration's (", float* x, int n"), or ""."""
+    params = item.params.strip()
+    return "" if params in ("", "void") else f", {params}"
+
+
+def _definition(item: _Item, tag: str) -> str:
+    """The launcher of a kernel, on the line where the kernel's definition ends."""
+    names = [_IDENTIFIER_RE.findall(p)[-1] for p in _top_level_split(item.params) if p and p != "void"]
+    return (
+        f" {HIDDEN} void {_launcher(tag, item.name)}(dim3 cudagym_grid, dim3 cudagym_block, size_t cudagym_shared,"
+        f" cudaStream_t cudagym_stream{_tail(item)}) {{ {item.name}<<<cudagym_grid, cudagym_block, cudagym_shared,"
+        f" cudagym_stream>>>({', '.join(names)}); }}"
+    )
+
+
+_ANGLE_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<[^<>\n]+>[ \t]*$")
+
+
+def leading_includes(host: str) -> str:
+    """The ``#include <...>`` lines a host unit begins with (blank lines between them skipped), up to its first other
+    line, where one of them is torch's: the text of the precompiled header the unit is compiled against (each header
+    it names guards itself, so the unit including them again changes nothing); "" where torch's is not among them."""
+    lines = []
+    for line in host.splitlines():
+        if not line.strip():
+            continue
+        if not _ANGLE_INCLUDE_RE.match(line):
+            break
+        lines.append(line.strip())
+    if not any(_TORCH_INCLUDE_RE.match(line) for line in lines):
+        return ""
+    return "".join(f"{line}\n" for line in lines)

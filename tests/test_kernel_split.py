@@ -1,0 +1,260 @@
+"""A single-file solution's CUDA source is compiled as a device unit without torch and a host unit against a
+precompiled header only where the two mean what the file means (``cudagym.kernel_split``), and whole where a unit
+fails: a kernel edit then recompiles the small device unit alone, and the agent only ever sees its own file's errors
+(``cudagym.inline_build``).
+
+The text tests need nothing; the builder tests stand in small headers for torch's (as tests/test_light_headers.py
+does), so that a compile takes a second or two."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from cudagym_testing import NVCC_ONLY, compiled, stand_in_request, stand_in_workspace
+
+from cudagym.backends import find_toolchain
+from cudagym.build import Builder, BuildOptions
+from cudagym.inline_build import InlineBuilder, host_flags
+from cudagym.kernel_split import LAUNCHER_PREFIX, Refused, leading_includes, mask, split
+from cudagym.results import CompileResult, Status
+from cudagym.workspace import Workspace
+
+needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
+
+SOURCE = """#include <torch/extension.h>
+#include <cuda_runtime.h>
+#define BLOCK 256
+struct Scale { float factor; };
+constexpr int kUnroll = 4;
+__device__ __forceinline__ float twice(float v) { return 2.0f * v; }
+__host__ __device__ inline int blocks_for(int n) { return (n + BLOCK - 1) / BLOCK; }
+__global__ void __launch_bounds__(BLOCK) scale_kernel(const float* __restrict__ x, float* __restrict__ y,
+                                                      Scale s, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;  // a comment with <<<braces>>> {
+  if (i < n) y[i] = twice(x[i]) * s.factor;
+}
+__global__ void fill(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.0f; }
+torch::Tensor scale_cuda(torch::Tensor x, float factor) {
+  auto y = torch::empty_like(x);
+  const char* text = "not a launch: k<<<1, 1>>>()";
+  scale_kernel<<<blocks_for(x.numel()), BLOCK>>>(
+      x.data_ptr<float>(), y.data_ptr<float>(), Scale{factor}, x.numel());
+  fill<<<dim3(1), dim3(32), 0, at::cuda::getCurrentCUDAStream()>>>(y.data_ptr<float>(), 1);
+  fill<<<1, 32, 0>>>(y.data_ptr<float>(), kUnroll);
+  return y;
+}
+"""
+
+
+def test_the_split_keeps_every_line_and_gives_each_unit_its_part() -> None:
+    parts = split(SOURCE, "t1")
+    assert parts.kernels == ("fill", "scale_kernel")
+    lines = SOURCE.count("\n")
+    assert parts.device.count("\n") == lines and parts.host.count("\n") == lines
+    device, host = parts.device.splitlines(), parts.host.splitlines()
+    # the device unit: no torch, the kernels and device functions, a launcher after each kernel
+    assert "torch" not in mask(parts.device) and "twice(x[i])" in parts.device
+    assert device[0] == "" and device[1] == "#include <cuda_runtime.h>" and device[3].startswith("struct Scale")
+    assert "scale_cuda" not in parts.device
+    assert f"void {LAUNCHER_PREFIX}t1_scale_kernel(dim3 cudagym_grid" in device[11]
+    assert "scale_kernel<<<cudagym_grid, cudagym_block, cudagym_shared, cudagym_stream>>>(x, y, s, n);" in device[11]
+    # the host unit: the wrapper, launches made calls, a declaration where each kernel was, no device code
+    assert not {"__global__", "twice", "threadIdx"} & set(mask(parts.host).split())
+    assert host[7] == (
+        f'__attribute__((visibility("hidden"))) void {LAUNCHER_PREFIX}t1_scale_kernel(dim3, dim3, size_t, cudaStream_t,'
+        " const float* __restrict__ x, float* __restrict__ y, Scale s, int n);"
+    )
+    assert host[16] == f"  {LAUNCHER_PREFIX}t1_scale_kernel(blocks_for(x.numel()), BLOCK, 0, 0, "
+    assert host[17] == "      x.data_ptr<float>(), y.data_ptr<float>(), Scale{factor}, x.numel());"
+    assert host[18] == (
+        f"  {LAUNCHER_PREFIX}t1_fill(dim3(1), dim3(32), 0, at::cuda::getCurrentCUDAStream(), y.data_ptr<float>(), 1);"
+    )
+    assert host[19] == f"  {LAUNCHER_PREFIX}t1_fill(1, 32, 0, 0, y.data_ptr<float>(), kUnroll);"
+    assert 'const char* text = "not a launch: k<<<1, 1>>>()";' in parts.host  # literals untouched
+    # both units: the macro, the type, the constant, the host-and-device function
+    for shared in ("#define BLOCK 256", "struct Scale { float factor; };", "constexpr int kUnroll = 4;", "blocks_for"):
+        assert shared in parts.device and shared in parts.host
+
+
+def test_a_launch_without_arguments_and_a_kernel_declared_before_its_definition() -> None:
+    source = "__global__ void tick();\nvoid run() { tick<<<1, 1>>>(); }\n__global__ void tick() {}\n"
+    parts = split(source, "t2")
+    host = parts.host.splitlines()
+    assert host[0].endswith(f"void {LAUNCHER_PREFIX}t2_tick(dim3, dim3, size_t, cudaStream_t);")
+    assert host[1] == f"void run() {{ {LAUNCHER_PREFIX}t2_tick(1, 1, 0, 0); }}"
+    assert parts.device.splitlines()[0] == "__global__ void tick();"
+    assert parts.device.splitlines()[2].endswith(
+        "{ tick<<<cudagym_grid, cudagym_block, cudagym_shared, cudagym_stream>>>(); }"
+    )
+
+
+REFUSED = {
+    "template kernel": "template <typename T> __global__ void k(T* y) {}\n"
+    "void f(float* y) { k<float><<<1, 1>>>(y); }\n",
+    "compiler macro": "__global__ void k() {\n#ifdef __CUDA_ARCH__\n#endif\n}\nvoid f() { k<<<1, 1>>>(); }\n",
+    "kernel address": "__global__ void k() {}\n"
+    "void f() { cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 1); k<<<1, 1>>>(); }\n",
+    "device symbol": "__constant__ float w[4];\n__global__ void k() {}\n"
+    "void f(const float* h) { cudaMemcpyToSymbol(w, h, 16); k<<<1, 1>>>(); }\n",
+    "unknown kernel": "__global__ void k() {}\nvoid f() { other<<<1, 1>>>(); }\n",
+    "device lambda": "__global__ void k() {}\n"
+    "void f() { auto g = [] __device__ (int i) { return i; }; k<<<1, 1>>>(); }\n",
+    "torch in device code": "__global__ void k(at::Half* y) {}\nvoid f(at::Half* y) { k<<<1, 1>>>(y); }\n",
+    "macro launch": "__global__ void k() {}\n#define LAUNCH k<<<1, 1>>>()\nvoid f() { LAUNCH; }\n",
+    "namespace": "namespace ops {\n__global__ void k() {}\n}\nvoid f() { ops::k<<<1, 1>>>(); }\n",
+    "raw string": '__global__ void k() {}\nconst char* s = R"(x)";\nvoid f() { k<<<1, 1>>>(); }\n',
+    "unnamed parameter": "__global__ void k(float*) {}\nvoid f(float* y) { k<<<1, 1>>>(y); }\n",
+    "default argument": "__global__ void k(float* y, int n = 1) {}\nvoid f(float* y) { k<<<1, 1>>>(y); }\n",
+    "non-inline host-device function": "__host__ __device__ int g(int n) { return n; }\n__global__ void k() {}\n",
+    "overloaded kernel": "__global__ void k(float* y) {}\n__global__ void k(int* y) {}\n"
+    "void f(float* y) { k<<<1, 1>>>(y); }\n",
+    "no kernel": "int f() { return 1; }\n",
+    "continued line": "__global__ void k() {}\nvoid f() { k<<<1, \\\n 1>>>(); }\n",
+}
+
+
+@pytest.mark.parametrize("case", sorted(REFUSED))
+def test_a_source_whose_split_could_mean_something_else_is_refused(case: str) -> None:
+    with pytest.raises(Refused):
+        split(REFUSED[case], "t3")
+
+
+def test_the_precompiled_header_holds_the_leading_includes_where_torch_is_among_them() -> None:
+    assert leading_includes("#include <torch/types.h>\n\n#include <cuda.h>\nint x;\n#include <vector>\n") == (
+        "#include <torch/types.h>\n#include <cuda.h>\n"
+    )
+    assert leading_includes("#include <cuda.h>\nint x;\n") == ""
+
+
+def test_host_flags_are_what_nvcc_hands_the_host_compiler() -> None:
+    flags = host_flags(["-O3", "--use_fast_math", "-DFOO=1", "-U", "BAR", "-Xcompiler", "-fopenmp,-Wall", "-lineinfo"])
+    assert flags[-7:] == ["-O3", "-DFOO=1", "-U", "BAR", "-fopenmp", "-Wall", "-std=c++20"]
+    assert "-D__CUDA_NO_HALF_OPERATORS__" in flags and "--use_fast_math" not in flags
+    assert host_flags(["--std=c++17"])[-1] == "-std=c++17"
+
+
+# -- the builder, with stand-in headers ------------------------------------------------------------------------------
+
+TYPES_STAND_IN = "#pragma once\ninline int light_value() { return 1; }\n"
+EXTENSION_STAND_IN = "#pragma once\n#include <torch/types.h>\ninline int heavy_value() { return 2; }\n#define HEAVY 1\n"
+KERNEL = "__global__ void k(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.0f; }  // EDIT\n"
+# kThreads: a constant only the host unit uses, of which nvcc warns in the device unit (a warning the file itself
+# does not give, so not the agent's)
+HOST = "const int kThreads = 32;\nint host_value(float* y) { k<<<1, kThreads>>>(y, 4); return heavy_value(); }\n"
+
+
+def request(cuda: str) -> dict[str, Any]:
+    return stand_in_request(cuda, "split_ext")
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Workspace:
+    return stand_in_workspace(tmp_path, TYPES_STAND_IN, EXTENSION_STAND_IN, "kernel split test")
+
+
+@pytest.fixture(autouse=True)
+def links_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Extensions link where torch has no CUDA libraries too (these tests' units use none of them): a link error
+    then means what it would on a GPU machine."""
+    real = Builder._link_flags
+    missing = {f"-l{name}" for name in ("c10_cuda", "torch_cuda")}
+    missing = {flag for flag in missing if not list(Path(find_toolchain().torch_lib).glob(f"lib{flag[2:]}.so*"))}
+    monkeypatch.setattr(
+        Builder, "_link_flags", lambda self, extra=(): [f for f in real(self, extra) if f not in missing]
+    )
+
+
+def builder(cache: Path, **options: Any) -> InlineBuilder:
+    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(**options)))
+
+
+def was_split(result: CompileResult) -> bool:
+    return any("split/cuda.cu" in command for command in result.commands)
+
+
+def failed_splits(cache: Path) -> list[Path]:
+    return list((cache / "split" / "failed").glob("*"))
+
+
+def symbols(objects: list[Path]) -> tuple[set[str], set[str]]:
+    """(the launchers the objects use, those they define)."""
+    used, defined = set(), set()
+    for obj in objects:
+        for line in subprocess.run(["nm", str(obj)], capture_output=True, text=True, check=True).stdout.splitlines():
+            fields = line.split()
+            if LAUNCHER_PREFIX in fields[-1]:
+                (used if fields[-2] == "U" else defined).add(fields[-1])
+    return used, defined
+
+
+def fresh(text: str) -> str:
+    return f"{text}// {uuid.uuid4().hex}\n"  # new to every cache
+
+
+@needs_nvcc
+def test_a_split_source_compiles_in_two_units_whose_launchers_meet_and_a_kernel_edit_recompiles_one(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    cache = tmp_path / "cache"
+    inline = builder(cache)
+    source = fresh(f"#include <torch/extension.h>\n{KERNEL}{HOST}")
+    _, first = inline.build(request(source), workspace)
+    assert first.status is Status.OK, first.diagnostics  # the units link: the launches find their launchers
+    assert was_split(first) and first.objects_compiled == 3 and not failed_splits(cache)  # main.cpp, device, host
+    assert "kThreads" not in first.diagnostics and "split/" not in first.diagnostics
+    used, defined = symbols(sorted((cache / "objects").glob("*.o")))
+    assert used and used <= defined  # the host unit's launches find their launchers
+    edited = source.replace("y[threadIdx.x] = 1.0f;", "y[threadIdx.x] = 2.0f;")
+    _, again = inline.build(request(edited), workspace)
+    assert again.status is Status.OK and was_split(again), again.diagnostics
+    assert again.objects_compiled == 1 and again.objects_reused == 2  # the device unit alone
+
+
+@needs_nvcc
+def test_a_split_that_fails_to_compile_gives_way_to_the_file_and_is_not_tried_again(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    # the kernel needs a macro of the stand-in torch header, which the device unit does not include
+    cache = tmp_path / "cache"
+    source = fresh(f"#include <torch/extension.h>\n{KERNEL.replace('1.0f', 'HEAVY')}{HOST}")
+    _, first = builder(cache, light_headers=False).build(request(source), workspace)
+    assert compiled(first) and not was_split(first), first.diagnostics
+    assert len(failed_splits(cache)) == 1 and "split/" not in first.diagnostics
+    _, again = builder(cache, light_headers=False).build(request(source), workspace)
+    assert compiled(again) and again.objects_compiled == 0, again.message
+
+
+@needs_nvcc
+def test_a_broken_kernel_shows_the_errors_of_the_file_as_written(tmp_path: Path, workspace: Workspace) -> None:
+    source = fresh(f"#include <torch/extension.h>\n{KERNEL.replace('1.0f;', 'undeclared_thing;')}{HOST}")
+    _, result = builder(tmp_path / "split").build(request(source), workspace)
+    _, whole = builder(tmp_path / "whole", split_sources=False).build(request(source), workspace)
+    assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
+    assert "split/" not in result.diagnostics and "undeclared_thing" in result.diagnostics
+    assert result.diagnostics.replace("<cache>", "") == whole.diagnostics.replace("<cache>", "")
+
+
+@needs_nvcc
+def test_a_refused_source_compiles_whole_with_no_split_tried(tmp_path: Path, workspace: Workspace) -> None:
+    template = "template <int N> __global__ void t(float* y) { y[0] = N; }\nvoid run(float* y) { t<1><<<1, 1>>>(y); }\n"
+    _, result = builder(tmp_path / "cache").build(request(fresh(template)), workspace)
+    assert compiled(result) and not was_split(result) and not failed_splits(tmp_path / "cache"), result.diagnostics
+
+
+@needs_nvcc
+def test_a_split_whose_link_fails_on_a_symbol_gives_way_to_the_file(tmp_path: Path, workspace: Workspace) -> None:
+    # a header of device code: the host unit (the C++ compiler) takes its kernel for a host function, which the
+    # device unit's launch stub defines too
+    (workspace.path / "fake" / "device_code.cuh").write_text(
+        "#pragma once\n__global__ void other(float* y) { y[0] = 1; }\n"
+    )
+    cache = tmp_path / "cache"
+    source = fresh(f'#include <torch/extension.h>\n#include "device_code.cuh"\n{KERNEL}{HOST}')
+    _, result = builder(cache, light_headers=False).build(request(source), workspace)
+    assert result.status is Status.OK and not was_split(result), result.diagnostics
+    assert len(failed_splits(cache)) == 1
