@@ -446,8 +446,9 @@ class InlineBuilder:
         portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
         key = content_hash(compiler_identity(flags[0]), self.builder.toolchain.torch_version, *portable, header_digest)
         key = key[:32]
-        if key in _HEAVY_ONLY:
-            return _HEAVY_ONLY[key]
+        known = (str(self.builder.cache_dir), key)  # as stored in that cache (whose headers it was read from)
+        if known in _HEAVY_ONLY:
+            return _HEAVY_ONLY[known]
         stored = self.builder.cache_dir / "light" / f"{key}.json"
         additions: HeavyOnly | None = None
         try:
@@ -458,7 +459,7 @@ class InlineBuilder:
             if additions is not None:
                 text = json.dumps({"macros": sorted(additions.macros), "names": sorted(additions.names)})
                 _write_once(stored, text, replace=True)
-        _HEAVY_ONLY[key] = additions
+        _HEAVY_ONLY[known] = additions
         return additions
 
     def _read_heavy_only(self, flags: list[str], workspace: Workspace) -> HeavyOnly | None:
@@ -496,7 +497,8 @@ class InlineBuilder:
         return CompileUnit(source, kind, tuple(command), content_hash(key, header_digest))
 
 
-_HEAVY_ONLY: dict[str, HeavyOnly | None] = {}  # what the heavy headers add, by toolchain and flags (this process)
+# what the heavy headers add, by cache folder, toolchain and flags (this process)
+_HEAVY_ONLY: dict[tuple[str, str], HeavyOnly | None] = {}
 
 
 def _write_once(path: Path, text: str, *, replace: bool = False) -> None:

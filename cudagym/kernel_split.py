@@ -23,13 +23,21 @@ compiled whole (``cudagym.inline_build``, which also compiles it whole where a s
 arrays, defaults, packs, ``__grid_constant__``); a kernel or device symbol is named in host code other than by a
 launch (its address, ``cudaMemcpyToSymbol``); a launch names a kernel the file does not define; host code holds
 device code (a ``__device__`` lambda); device code names torch's API (its headers are not in the device unit); a
-macro launches a kernel; a namespace or ``extern "C"`` block, a raw string, or a line continued outside a directive.
+macro launches a kernel; a launch's configuration or arguments change a variable (a launch evaluates its configuration
+first, a call its arguments in no set order); a namespace or ``extern "C"`` block, a raw string, or a line continued
+outside a directive.
+
+What is left unguarded: a name the device code uses that torch's headers would have given another meaning (an overload
+they add where the device code looks); the device unit sees the CUDA headers nvcc includes (``<cmath>`` with them),
+so the usual math functions resolve alike.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+
+from cudagym.errors import CudaGymError
 
 LAUNCHER_PREFIX = "cudagym_launch_"
 MAX_CHARS = 1_000_000  # a longer source is compiled whole (the split reads it character by character, in Python)
@@ -44,6 +52,7 @@ _NOT_CODE_RE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^
 _RAW_STRING_RE = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|[uUL])?R"')
 _IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE_AHEAD_RE = re.compile(r"[ \t]*#")
+_SIDE_EFFECT_RE = re.compile(r"\+\+|--|<<=|>>=|(?<![=!<>])=(?!=)")  # ++, --, =, += and the like; not ==, !=, <=, >=
 _LAUNCH_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?(\s*(?:<[^<>;{}]*>)?\s*)<<<")
 _AGGREGATE = frozenset({"struct", "class", "union", "enum", "typedef"})
 # a function with one of these may be defined in both units (no symbol of its own, or one per unit)
@@ -75,7 +84,7 @@ class _Item:
     params: str = ""  # a kernel's parameters (one line)
 
 
-class Refused(ValueError):
+class Refused(CudaGymError, ValueError):
     """Why a source is compiled whole (a line for the log)."""
 
 
@@ -344,6 +353,9 @@ def _rewrite_launches(source: str, code: str, item: _Item, kernels: dict[str, _I
         if opening >= item.end or code[opening] != "(":
             raise Refused("a launch without its arguments")
         arguments = code[opening + 1 : _closing(code, opening)].strip()
+        if _SIDE_EFFECT_RE.search(code[config_at:close]) or _SIDE_EFFECT_RE.search(arguments):
+            # a launch evaluates its configuration before its arguments; a call's arguments have no such order
+            raise Refused("a launch whose configuration or arguments change a variable")
         defaults = ", 0" * (4 - len(config))
         out.append(source[position:name_at])
         out.append(f"{_launcher(tag, match.group(1))}(")

@@ -114,6 +114,7 @@ REFUSED = {
     "overloaded kernel": "__global__ void k(float* y) {}\n__global__ void k(int* y) {}\n"
     "void f(float* y) { k<<<1, 1>>>(y); }\n",
     "no kernel": "int f() { return 1; }\n",
+    "side effect in a launch": "__global__ void k(int n) {}\nvoid f(int n) { k<<<n++, 1>>>(n); }\n",
     "continued line": "__global__ void k() {}\nvoid f() { k<<<1, \\\n 1>>>(); }\n",
 }
 
