@@ -24,7 +24,9 @@ Scenarios, each a compile of the build alone (no candidate process, no verify):
 * **cold**: a new empty cache folder (no objects, no precompiled header, an empty ccache, the light header's guard not
   read yet): the first compile of a fresh install. It does not wait for the precompiled header, which is built in the
   background meanwhile (and waited for afterwards, unmeasured); ``--wait-for-pch`` makes it wait, as compiles did
-  before. The median of ``--cold-runs`` (default ``--runs``) such compiles, each on a new folder.
+  before. The median of ``--cold-runs`` (default ``--runs``) such compiles, each on a new folder. ``--prepared``: the
+  folder holds the precompiled headers ``cudagym prepare`` makes (built before the clock starts): a prepared
+  machine's first compile, objects and ccache still empty.
 * **warm**: one line of the kernel edited (a constant of the CUDA kernel), the header built and everything else cached:
   the agent's inner loop. The median of ``--runs`` edits.
 * **unchanged**: the same sources again (a new episode submitting them): the cache hit.
@@ -60,6 +62,7 @@ from cudagym import inline_build
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import Builder, BuildOptions, join_background_headers
 from cudagym.inline_build import InlineBuilder
+from cudagym.prepare import single_file_headers
 from cudagym.results import CompileResult, Status
 from cudagym.tasks import load
 from cudagym.workspace import Workspace
@@ -224,10 +227,18 @@ class Subject:
 
 
 def measure(
-    formats: list[Format], backend: Backend, runs: int, cold_runs: int, root: Path, links: bool, wait: bool
+    formats: list[Format],
+    backend: Backend,
+    runs: int,
+    cold_runs: int,
+    root: Path,
+    links: bool,
+    wait: bool,
+    prepared: bool = False,
 ) -> dict[str, Any]:
     """Cold, warm, unchanged and broken compiles of each format (seconds of each run), the formats taking turns run
-    by run, so that they share whatever else the machine runs meanwhile."""
+    by run, so that they share whatever else the machine runs meanwhile; ``prepared``: each cold cache holds the
+    precompiled headers `cudagym prepare` makes (built before the cold compile's clock starts)."""
     task = load("builtin").get("builtin/relu")
     subjects = [Subject(fmt) for fmt in formats]
     for run in range(cold_runs):
@@ -238,6 +249,9 @@ def measure(
             subject.builder = Builder(backend, cache_dir=cache, options=options)
             inline_build._HEAVY_ONLY.clear()  # the light header's guard is read anew, as in a fresh process
             subject.workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
+            if prepared:  # what `cudagym prepare` makes, before the clock starts
+                single_file_headers(subject.builder)
+                subject.builder.precompiled_header()
             source = edited(fmt.kernel, uuid.uuid4().hex[:8])
             subject.figures["cold"].append(subject.compile(source, f"cold run {run + 1}", links))
             join_background_headers()  # the header the first compile did not wait for (unmeasured)
@@ -282,6 +296,11 @@ def main() -> None:
     parser.add_argument(
         "--wait-for-pch", action="store_true", help="cold compiles wait for the precompiled header (the old way)"
     )
+    parser.add_argument(
+        "--prepared",
+        action="store_true",
+        help="cold caches hold the precompiled headers `cudagym prepare` makes (a prepared machine's first compile)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     os.environ.pop("CCACHE_DIR", None)  # a cold run starts with an empty ccache of its own
@@ -295,7 +314,7 @@ def main() -> None:
     load_before = os.getloadavg()
     cold_runs = args.cold_runs or args.runs
     with tempfile.TemporaryDirectory(prefix="cudagym-kb-compile-") as tmp:
-        figures = measure(chosen, backend, args.runs, cold_runs, Path(tmp), links, args.wait_for_pch)
+        figures = measure(chosen, backend, args.runs, cold_runs, Path(tmp), links, args.wait_for_pch, args.prepared)
     print(
         f"\n{backend.device_name} ({backend.arch}), {os.cpu_count()} cores, {platform.node()}, {datetime.date.today()}"
     )
@@ -312,7 +331,7 @@ def main() -> None:
         print(f"{'':<24} runs: cold {_runs(f['cold'])}; warm {_runs(f['warm'])}")
     if args.json:
         record = {"device": backend.device_name, "arch": backend.arch, "cores": os.cpu_count(), "links": links}
-        record["wait_for_pch"] = args.wait_for_pch
+        record["wait_for_pch"], record["prepared"] = args.wait_for_pch, args.prepared
         Path(args.json).write_text(json.dumps({**record, "figures": figures}, indent=2))
 
 

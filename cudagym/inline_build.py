@@ -263,6 +263,20 @@ class InlineBuilder:
         logger.info("%s: %s in %.2f s (%s)", _call(request), result.status.value, result.seconds, result.message)
         return key, result
 
+    def prepare_headers(self, request: dict[str, Any], workspace: Workspace) -> list[Path]:
+        """Builds the precompiled headers a build of ``request`` would compile against (``main.cpp``'s and, where its
+        CUDA file splits, its host unit's), under the builder's ``wait_for_pch``, and compiles nothing: what
+        ``cudagym prepare`` makes for the requests of :func:`typical_requests`. Returns the headers that are ready."""
+        sources = inline_sources(request)
+        folder = self._write_sources(sources)
+        digest = _workspace_headers(workspace)
+        headers = []
+        for name, _ in sources.files:
+            unit = self._unit(folder / name, folder, workspace, sources, [], digest)
+            split = self._split_way(unit, folder, workspace, sources, [], digest)
+            headers += [u.pch for u in (unit, *(split.units if split else ())) if u.pch is not None]
+        return headers
+
     def _compiled(self, way: _Way) -> bool:
         return all((self.builder.objects_dir / f"{unit.key}.o").exists() for unit in way.units)
 
@@ -511,6 +525,52 @@ def _write_once(path: Path, text: str, *, replace: bool = False) -> None:
     with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as handle:
         handle.write(text)
     os.replace(tmp, path)
+
+
+# a single file in the shape of KernelBench's prompt example: its CUDA source begins with these includes, its wrapper is
+# bound through ``functions``; most single-file solutions keep that head
+_TYPICAL_CUDA = """#include <torch/extension.h>
+#include <cuda_runtime.h>
+
+__global__ void scale_kernel(const float* x, float* y, float factor, int n) {
+    int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) y[i] = x[i] * factor;
+}
+
+torch::Tensor scale_cuda(torch::Tensor x, double factor) {
+    auto y = torch::empty_like(x);
+    int n = x.numel();
+    scale_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), (float)factor, n);
+    return y;
+}
+"""
+_TYPICAL_CPP = """#include <torch/extension.h>
+
+torch::Tensor scale_cpu(torch::Tensor x, double factor) { return x * factor; }
+"""
+
+
+def typical_requests(cuda: bool) -> list[dict[str, Any]]:
+    """Requests shaped like most single-file solutions' (KernelBench's prompt example): on cuda, a kernel and its
+    wrapper in ``cuda_sources`` with no CUDA flags and with ``-O3``; on cpu, a wrapper in ``cpp_sources``."""
+    base: dict[str, Any] = {
+        "loader": "load_inline",
+        "name": "cudagym_typical",
+        "functions": [["scale_cuda" if cuda else "scale_cpu", ""]],
+        "with_pytorch_error_handling": True,
+        "no_implicit_headers": False,
+        "extra_cflags": [],
+        "extra_ldflags": [],
+        "extra_include_paths": [],
+        "with_cuda": cuda,
+    }
+    if not cuda:
+        return [{**base, "cpp_sources": [_TYPICAL_CPP], "cuda_sources": [], "extra_cuda_cflags": []}]
+    declaration = "torch::Tensor scale_cuda(torch::Tensor x, double factor);"
+    return [
+        {**base, "cpp_sources": [declaration], "cuda_sources": [_TYPICAL_CUDA], "extra_cuda_cflags": flags}
+        for flags in ([], ["-O3"])
+    ]
 
 
 def _workspace_headers(workspace: Workspace) -> str:

@@ -1,8 +1,10 @@
 """``cudagym prepare``: what a machine's first cycle would otherwise build, made ahead of time.
 
-Three things are made once per installation and cache directory and shared by every evaluator after: the
+Four things are made once per installation and cache directory and shared by every evaluator after: the
 precompiled header of the binding headers (about 20 s; a first ``compile`` that finds it missing compiles without it
-while it is built in the background, which is slower than compiling against it), the trusted
+while it is built in the background, which is slower than compiling against it), the precompiled headers of a
+single-file solution's usual ``load_inline`` request (``main.cpp``'s ``torch/extension.h``; on cuda, the split host
+unit's includes with and without ``-O3``: ``cudagym.inline_build.typical_requests``), the trusted
 clock's GPU library (cuda; a second or two) and, where the Python installation holds no bytecode,
 the children's bytecode cache (``cudagym/bytecode.py``; about 11 s of one core on the H200 machine, which the
 reference process's imports would otherwise pay). Run it where an image is built or a machine is set up, with the
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,12 @@ from cudagym.backends import Backend, find_toolchain, resolve_backend
 from cudagym.build import Builder, default_cache_dir
 from cudagym.eval_config import EvalConfig, resolve_bytecode, resolve_timing
 from cudagym.harness import gpulib
+from cudagym.inline_build import InlineBuilder, typical_requests
+from cudagym.tasks import load
 from cudagym.tuning import Tuning
+from cudagym.workspace import Workspace
+
+_TASK = "builtin/relu"  # a task whose workspace the single-file headers are prepared in (its files are not read)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,6 +55,34 @@ def _header(builder: Builder) -> Prepared:
         return Prepared("precompiled header", "failed", seconds, detail="the compiler could not build it")
     built = set((builder.cache_dir / "pch").rglob("*.gch")) - before
     return Prepared("precompiled header", "built" if built else "present", seconds, str(header))
+
+
+def single_file_headers(builder: Builder) -> Prepared:
+    """The precompiled headers of single-file solutions' usual request (``inline_build.typical_requests``):
+    ``main.cpp``'s ``torch/extension.h`` and, on cuda, the split host unit's includes, with and without ``-O3``."""
+    start = time.monotonic()
+    part = "single-file headers"
+    if not builder.options.use_pch:
+        return Prepared(part, "skipped", detail="BuildOptions.use_pch is off")
+    before = set((builder.cache_dir / "pch").rglob("*.gch"))
+    waiting = Builder(
+        builder.backend, cache_dir=builder.cache_dir, options=dataclasses.replace(builder.options, wait_for_pch=True)
+    )
+    inline = InlineBuilder(waiting)
+    expected, headers = 0, []
+    with tempfile.TemporaryDirectory(prefix="cudagym-prepare-") as tmp:
+        workspace = Workspace(
+            load("builtin").get(_TASK).source_for(builder.backend.name), "prepare", root_dir=Path(tmp)
+        )
+        for request in typical_requests(builder.backend.is_cuda):
+            expected += 2 if builder.backend.is_cuda else 1
+            headers += inline.prepare_headers(request, workspace)
+    seconds = time.monotonic() - start
+    unique = sorted({str(h) for h in headers})
+    if len(headers) < expected:
+        return Prepared(part, "failed", seconds, ", ".join(unique), f"{len(headers)} of {expected} built")
+    built = set((builder.cache_dir / "pch").rglob("*.gch")) - before
+    return Prepared(part, "built" if built else "present", seconds, ", ".join(unique), f"{len(unique)} headers")
 
 
 def _gpu_library(backend: Backend, config: EvalConfig, cache_dir: Path) -> Prepared:
@@ -94,7 +130,12 @@ def prepare(
     config = config or EvalConfig()
     cache_dir = cache_dir or default_cache_dir()
     builder = Builder(backend, cache_dir=cache_dir, options=config.build)
-    return [_header(builder), _gpu_library(backend, config, cache_dir), _bytecode(config, cache_dir, modules, packages)]
+    return [
+        _header(builder),
+        single_file_headers(builder),
+        _gpu_library(backend, config, cache_dir),
+        _bytecode(config, cache_dir, modules, packages),
+    ]
 
 
 def format_report(parts: list[Prepared]) -> str:

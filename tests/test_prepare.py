@@ -8,10 +8,14 @@ import pytest
 
 from cudagym import bytecode
 from cudagym.backends import resolve_backend
+from cudagym.build import Builder
 from cudagym.cli import main
 from cudagym.eval_config import EvalConfig
+from cudagym.inline_build import InlineBuilder, typical_requests
 from cudagym.prepare import prepare
+from cudagym.tasks import load
 from cudagym.tuning import Tuning
+from cudagym.workspace import Workspace
 
 
 def test_the_header_is_built_once_and_the_cpu_backend_needs_no_gpu_library(cache_dir: Path) -> None:
@@ -23,10 +27,25 @@ def test_the_header_is_built_once_and_the_cpu_backend_needs_no_gpu_library(cache
     assert Path(parts["precompiled header"].path).with_suffix(".h.gch").is_file()
     assert parts["GPU library"].status == "skipped"
     assert parts["bytecode cache"].status == "skipped" and "turned off" in parts["bytecode cache"].detail
+    single = parts["single-file headers"]
+    assert single.status in ("built", "present") and Path(single.path).with_suffix(".h.gch").is_file(), single
     again = {
         p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(tuning=Tuning(bytecode_cache=False)))
     }
-    assert again["precompiled header"].status == "present"
+    assert again["precompiled header"].status == "present" and again["single-file headers"].status == "present"
+
+
+def test_a_prepared_machine_compiles_the_usual_single_file_request_against_its_header(
+    cache_dir: Path, tmp_path: Path
+) -> None:
+    cpu = resolve_backend("cpu")
+    parts = prepare(cpu, cache_dir=cache_dir, config=EvalConfig(tuning=Tuning(bytecode_cache=False)))
+    single = next(p for p in parts if p.part == "single-file headers")
+    workspace = Workspace(load("builtin").get("builtin/relu").source_for("cpu"), "prepared", root_dir=tmp_path)
+    _, result = InlineBuilder(Builder(cpu, cache_dir=cache_dir)).build(typical_requests(False)[0], workspace)
+    assert result.ok, result.diagnostics
+    folder = Path(single.path).parent.name  # main.cpp's header (the command names the cache as <cache>)
+    assert any(f"/{folder}/cudagym_pch.h" in command for command in result.commands), result.commands
 
 
 def test_the_bytecode_cache_is_filled_then_present(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
