@@ -25,7 +25,7 @@ launch (its address, ``cudaMemcpyToSymbol``); a launch names a kernel the file d
 device code (a ``__device__`` lambda); device code names torch's API (its headers are not in the device unit); a
 macro launches a kernel; a launch's configuration or arguments change a variable (a launch evaluates its configuration
 first, a call its arguments in no set order); a namespace or ``extern "C"`` block, a raw string, or a line continued
-outside a directive.
+outside a directive or a comment, carriage returns.
 
 What is left unguarded: a name the device code uses that torch's headers would have given another meaning (an overload
 they add where the device code looks); the device unit sees the CUDA headers nvcc includes (``<cmath>`` with them),
@@ -49,6 +49,7 @@ _TORCH_NAMES = frozenset({"torch", "at", "c10", "caffe2", "py", "pybind11"})
 _TORCH_PREFIX_RE = re.compile(r"^(TORCH_|AT_|C10_|PYBIND11_|Py|THP)")
 _COMPILER_MACRO_RE = re.compile(r"\b(__CUDACC\w*|__NVCC__|__CUDA_ARCH\w*)\b")
 _NOT_CODE_RE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
+_CONTINUED_COMMENT_RE = re.compile(r"//[^\n]*\\\n")
 _RAW_STRING_RE = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|[uUL])?R"')
 _IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE_AHEAD_RE = re.compile(r"[ \t]*#")
@@ -101,6 +102,10 @@ def split(source: str, tag: str) -> Split:
         raise Refused(f"it is longer than {MAX_CHARS} characters")
     if _RAW_STRING_RE.search(source):
         raise Refused("it holds a raw string literal")
+    if _CONTINUED_COMMENT_RE.search(source):  # the comment goes on over the next line, which the split reads as code
+        raise Refused("a // comment continued on the next line")
+    if "\r" in source:  # a line continued by "\" before "\r\n" would read as ended here, not to the preprocessor
+        raise Refused("it has carriage returns")
     code = mask(source)
     if hit := _COMPILER_MACRO_RE.search(code):
         raise Refused(f"it names {hit.group(1)}, which the C++ compiler of the host part does not define")

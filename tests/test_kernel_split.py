@@ -115,6 +115,9 @@ REFUSED = {
     "void f(float* y) { k<<<1, 1>>>(y); }\n",
     "no kernel": "int f() { return 1; }\n",
     "side effect in a launch": "__global__ void k(int n) {}\nvoid f(int n) { k<<<n++, 1>>>(n); }\n",
+    "carriage returns": "#define SCALE \\\r\n  2.0f\r\n__global__ void k(float* y) { y[0] = SCALE; }\r\n"
+    "void f(float* y) { k<<<1, 1>>>(y); }\r\n",
+    "continued comment": "// a note \\\n__global__ void k() {}\nvoid f() { k<<<1, 1>>>(); }\n",
     "continued line": "__global__ void k() {}\nvoid f() { k<<<1, \\\n 1>>>(); }\n",
 }
 
