@@ -38,6 +38,7 @@ import dataclasses
 import re
 
 from cudagym.errors import CudaGymError
+from cudagym.light_headers import IDENTIFIER_RE, NOT_CODE_RE, RAW_STRING_RE
 
 LAUNCHER_PREFIX = "cudagym_launch_"
 MAX_CHARS = 1_000_000  # a longer source is compiled whole (the split reads it character by character, in Python)
@@ -48,10 +49,7 @@ _TORCH_INCLUDE_RE = re.compile(r"^\s*#\s*include\s*[<\"](torch/|ATen/|c10/|caffe
 _TORCH_NAMES = frozenset({"torch", "at", "c10", "caffe2", "py", "pybind11"})
 _TORCH_PREFIX_RE = re.compile(r"^(TORCH_|AT_|C10_|PYBIND11_|Py|THP)")
 _COMPILER_MACRO_RE = re.compile(r"\b(__CUDACC\w*|__NVCC__|__CUDA_ARCH\w*)\b")
-_NOT_CODE_RE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\.|[^'\\\n])*'", re.S)
 _CONTINUED_COMMENT_RE = re.compile(r"//[^\n]*\\\n")
-_RAW_STRING_RE = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|[uUL])?R"')
-_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIRECTIVE_AHEAD_RE = re.compile(r"[ \t]*#")
 _SIDE_EFFECT_RE = re.compile(r"\+\+|--|<<=|>>=|(?<![=!<>])=(?!=)")  # ++, --, =, += and the like; not ==, !=, <=, >=
 _LAUNCH_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?(\s*(?:<[^<>;{}]*>)?\s*)<<<")
@@ -92,7 +90,7 @@ class Refused(CudaGymError, ValueError):
 def mask(source: str) -> str:
     """``source`` with its comments and string and character literals blanked (newlines kept): the same length, so
     an offset into the mask is one into the source."""
-    return _NOT_CODE_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
+    return NOT_CODE_RE.sub(lambda m: re.sub(r"[^\n]", " ", m.group(0)), source)
 
 
 def split(source: str, tag: str) -> Split:
@@ -100,7 +98,7 @@ def split(source: str, tag: str) -> Split:
     Raises :class:`Refused` where a split could mean something else or cannot be made."""
     if len(source) > MAX_CHARS:
         raise Refused(f"it is longer than {MAX_CHARS} characters")
-    if _RAW_STRING_RE.search(source):
+    if RAW_STRING_RE.search(source):
         raise Refused("it holds a raw string literal")
     if _CONTINUED_COMMENT_RE.search(source):  # the comment goes on over the next line, which the split reads as code
         raise Refused("a // comment continued on the next line")
@@ -114,7 +112,7 @@ def split(source: str, tag: str) -> Split:
     items = _items(code)
     for item in items:
         _classify(item, code)
-    kernels = _kernels(items, code)
+    kernels = _kernels(items)
     if not kernels:
         raise Refused("it defines no kernel")
     _check_host_uses(items, code, kernels)
@@ -195,7 +193,7 @@ def _item_end(code: str, start: int) -> int:
             if depth < 0:
                 raise Refused("unbalanced brackets")
             if c == "}" and depth == 0:
-                head = set(_IDENTIFIER_RE.findall(code[start:body]))
+                head = set(IDENTIFIER_RE.findall(code[start:body]))
                 if not (head & _AGGREGATE or "=" in code[start:body]):
                     return i + 1  # a function, namespace or linkage block ends with its body
         elif c == ";" and depth == 0:
@@ -213,8 +211,8 @@ def _classify(item: _Item, code: str) -> None:
         return
     brace = text.find("{")
     head = text if brace < 0 or "=" in text[:brace] else text[:brace]
-    words = set(_IDENTIFIER_RE.findall(head))
-    everything = set(_IDENTIFIER_RE.findall(text))
+    words = set(IDENTIFIER_RE.findall(head))
+    everything = set(IDENTIFIER_RE.findall(text))
     has_body = brace >= 0 and "=" not in text[:brace] and not words & _AGGREGATE
     if has_body and "namespace" in words:
         raise Refused("a namespace block")
@@ -262,7 +260,7 @@ def _signature(head: str, *, named: bool) -> tuple[str, str]:
         if depth == 0:
             break
         i -= 1
-    names = _IDENTIFIER_RE.findall(head[:i])
+    names = IDENTIFIER_RE.findall(head[:i])
     if i < 0 or not names or head[close + 1 :].strip():
         raise Refused("a kernel whose parameter list cannot be read")
     params = " ".join(head[i + 1 : close].split())
@@ -271,7 +269,7 @@ def _signature(head: str, *, named: bool) -> tuple[str, str]:
             continue
         if any(bad in param for bad in ("=", "[", "...", "(", "__grid_constant__")):
             raise Refused(f"kernel {names[-1]} has a parameter its launcher cannot forward: {param!r}")
-        if named and (param.endswith(("*", "&")) or _IDENTIFIER_RE.findall(param)[-1] in _TYPE_WORDS):
+        if named and (param.endswith(("*", "&")) or IDENTIFIER_RE.findall(param)[-1] in _TYPE_WORDS):
             raise Refused(f"kernel {names[-1]} has an unnamed parameter")
     return names[-1], params
 
@@ -283,7 +281,7 @@ def _declared_name(head: str) -> str:
         found = head.find(mark)
         if 0 <= found < cut:
             cut = found
-    names = _IDENTIFIER_RE.findall(head[:cut])
+    names = IDENTIFIER_RE.findall(head[:cut])
     return names[-1] if names else ""
 
 
@@ -302,7 +300,7 @@ def _top_level_split(text: str) -> list[str]:
     return parts
 
 
-def _kernels(items: list[_Item], code: str) -> dict[str, _Item]:
+def _kernels(items: list[_Item]) -> dict[str, _Item]:
     """The kernels the source defines, by name (each defined once, never overloaded)."""
     kernels: dict[str, _Item] = {}
     declared: dict[str, str] = {}
@@ -327,7 +325,7 @@ def _check_host_uses(items: list[_Item], code: str, kernels: dict[str, _Item]) -
             continue
         text = code[item.start : item.end]
         launched = {m.start(1) for m in _LAUNCH_RE.finditer(text) if m.group(1)}
-        for match in _IDENTIFIER_RE.finditer(text):
+        for match in IDENTIFIER_RE.finditer(text):
             name = match.group(0)
             if name in kernels and match.start() not in launched:
                 raise Refused(f"host code names kernel {name} other than by launching it")
@@ -393,7 +391,7 @@ def _tail(item: _Item) -> str:
 
 def _definition(item: _Item, tag: str) -> str:
     """The launcher of a kernel, on the line where the kernel's definition ends."""
-    names = [_IDENTIFIER_RE.findall(p)[-1] for p in _top_level_split(item.params) if p and p != "void"]
+    names = [IDENTIFIER_RE.findall(p)[-1] for p in _top_level_split(item.params) if p and p != "void"]
     return (
         f" {HIDDEN} void {_launcher(tag, item.name)}(dim3 cudagym_grid, dim3 cudagym_block, size_t cudagym_shared,"
         f" cudaStream_t cudagym_stream{_tail(item)}) {{ {item.name}<<<cudagym_grid, cudagym_block, cudagym_shared,"

@@ -45,10 +45,11 @@ _HEAVY_LINE_RE = re.compile(
     r"[ \t]*(?://.*)?$",
     re.M,
 )
-_RAW_STRING_RE = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|[uUL])?R"')
-_IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+# how a CUDA source's text is read here and by cudagym.kernel_split: where a raw string starts, a name, and
+RAW_STRING_RE = re.compile(r'(?:^|[^A-Za-z0-9_])(?:u8|[uUL])?R"')
+IDENTIFIER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # comments, string literals and (single) character literals, which hold no names the compiler looks up
-_NOT_CODE_RE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\[^\n][^'\n]{0,8}|[^'\\\n])'", re.S)
+NOT_CODE_RE = re.compile(r"//[^\n]*|/\*.*?\*/|\"(?:\\.|[^\"\\\n])*\"|'(?:\\[^\n][^'\n]{0,8}|[^'\\\n])'", re.S)
 _INCLUDE_LINE_RE = re.compile(r"^[ \t]*#[ \t]*include[^\n]*$|__has_include\s*\([^)\n]*\)", re.M)
 _DIRECTIVE_WORD_RE = re.compile(r"^([ \t]*#[ \t]*)[A-Za-z_]+", re.M)
 _DIRECTIVE_LINE_RE = re.compile(r"^[ \t]*#[^\n]*$", re.M)
@@ -68,7 +69,7 @@ def lighter(source: str) -> str | None:
     no line does, or where the edit could reach into a literal (a raw string, or a line continued from the one
     before)."""
     matches = list(_HEAVY_LINE_RE.finditer(source))
-    if not matches or _RAW_STRING_RE.search(source):
+    if not matches or RAW_STRING_RE.search(source):
         return None
     if any(source[: m.start()].rstrip("\n").endswith("\\") for m in matches if m.start() > 0):
         return None
@@ -78,7 +79,7 @@ def lighter(source: str) -> str | None:
 def code_of(source: str) -> str:
     """``source`` without its comments, string and character literals, header names and directive keywords: the
     text whose names the compiler looks up."""
-    code = _NOT_CODE_RE.sub(" ", source)
+    code = NOT_CODE_RE.sub(" ", source)
     code = _INCLUDE_LINE_RE.sub(" ", code)
     return _DIRECTIVE_WORD_RE.sub(r"\1", code)
 
@@ -118,7 +119,7 @@ class HeavyOnly:
         """Why ``source`` must be compiled as written rather than against the light header (a line for the log),
         or None where the lighter copy means the same."""
         code = code_of(source)
-        used = set(_IDENTIFIER_RE.findall(code))
+        used = set(IDENTIFIER_RE.findall(code))
         if hit := sorted(used & self.macros):
             return f"it names {hit[0]!r}, a macro of the heavy headers"
         if hit := sorted(n for n in used if _PYTHON_RE.match(n)):
@@ -138,9 +139,9 @@ def heavy_only(preprocessed: str) -> HeavyOnly:
     before = _macros(light, {})
     after = _macros(heavy, dict(before))
     changed = frozenset(n for n in set(before) | set(after) if before.get(n) != after.get(n))
-    light_names = set(_IDENTIFIER_RE.findall(_STRING_RE.sub(" ", light)))
+    light_names = set(IDENTIFIER_RE.findall(_STRING_RE.sub(" ", light)))
     heavy_code = _DIRECTIVE_LINE_RE.sub(" ", _STRING_RE.sub(" ", heavy))
-    return HeavyOnly(macros=changed, names=frozenset(set(_IDENTIFIER_RE.findall(heavy_code)) - light_names))
+    return HeavyOnly(macros=changed, names=frozenset(set(IDENTIFIER_RE.findall(heavy_code)) - light_names))
 
 
 def _macros(text: str, state: dict[str, str]) -> dict[str, str]:
