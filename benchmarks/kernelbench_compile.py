@@ -32,7 +32,10 @@ Scenarios, each a compile of the build alone (no candidate process, no verify):
 * **unchanged**: the same sources again (a new episode submitting them): the cache hit.
 * **broken**: the kernel edited into a compile error (a call of an undeclared function), everything else cached: what
   an agent's failed edit costs. With the light header that is the lighter copy's failed compile and then the source's
-  own (whose error is the one shown), the path every source the lighter copy cannot build takes. One run.
+  own (whose error is the one shown), the path every source the lighter copy cannot build takes; split, the device
+  unit's failure first (a name it lacks may be one torch's headers declare). One run.
+* **typo**: the kernel edited into a typo (a missing ``;``), everything else cached: the split's device unit says what
+  the whole file would, so its errors stand at once (``kernel_split.errors_of_the_file``). One run.
 
 The formats take turns run by run (format A's first cold run, format B's, A's second...), so that whatever else the
 machine runs weighs on them alike.
@@ -140,11 +143,17 @@ REGISTER_BINDING(matmul, bind);
 )
 
 
-def edited(source: str, token: str, *, broken: bool = False) -> str:
+# the compile errors an edit can make, and the text the error's diagnostics show
+ERRORS = {"broken": ("undeclared_{token}();", "undeclared_"), "typo": ("", 'expected a ";"')}
+
+
+def edited(source: str, token: str, *, error: str = "") -> str:
     """``source`` with its kernel's marked line changed (a new constant in the code, so that neither the object cache
-    nor ccache has seen it), as an agent's edit changes a kernel; ``broken``: into a compile error as well."""
-    error = f" undeclared_{token}();" if broken else ""
-    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull;{error}")
+    nor ccache has seen it), as an agent's edit changes a kernel; ``error`` (of :data:`ERRORS`): into that compile
+    error as well."""
+    end = " " + ERRORS["broken"][0].format(token=token) if error == "broken" else ""
+    semicolon = "" if error == "typo" else ";"
+    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull{semicolon}{end}")
 
 
 def kernelbench_request(cuda_source: str) -> dict[str, Any]:
@@ -262,15 +271,16 @@ def measure(
             subject.figures["warm"].append(subject.compile(sources[subject.fmt.name], f"warm run {run + 1}", links))
     for subject in subjects:
         subject.figures["unchanged"] = subject.compile(sources[subject.fmt.name], "unchanged", links)
-    for subject in subjects:
-        assert subject.builder is not None and subject.workspace is not None
-        started = time.monotonic()
-        source = edited(subject.fmt.kernel, uuid.uuid4().hex[:8], broken=True)
-        result = subject.fmt.compile(subject.builder, subject.workspace, source)
-        subject.figures["broken"] = time.monotonic() - started
-        if result.status is not Status.COMPILE_ERROR or "undeclared_" not in result.diagnostics:
-            raise SystemExit(f"{subject.fmt.name} broken compile did not fail on its error: {result.message}")
-        logger.info("%s broken: %.2f s (%s)", subject.fmt.name, subject.figures["broken"], result.message)
+    for error, (_, shown) in ERRORS.items():
+        for subject in subjects:
+            assert subject.builder is not None and subject.workspace is not None
+            started = time.monotonic()
+            source = edited(subject.fmt.kernel, uuid.uuid4().hex[:8], error=error)
+            result = subject.fmt.compile(subject.builder, subject.workspace, source)
+            subject.figures[error] = time.monotonic() - started
+            if result.status is not Status.COMPILE_ERROR or shown not in result.diagnostics:
+                raise SystemExit(f"{subject.fmt.name} {error} compile did not fail on its error: {result.diagnostics}")
+            logger.info("%s %s: %.2f s (%s)", subject.fmt.name, error, subject.figures[error], result.message)
     return {subject.fmt.name: subject.figures for subject in subjects}
 
 
@@ -322,12 +332,12 @@ def main() -> None:
         print("torch has no CUDA libraries here: compile only (the link of a CUDA extension is not possible)")
     print(f"load average before the run: {load_before[0]:.1f}, after it: {os.getloadavg()[0]:.1f}")
     print(
-        f"{'format':<24} {'cold (s)':>9} {'warm (s)':>9} {'unchanged (s)':>14} {'broken (s)':>11}"
-        f"   median of {cold_runs} cold, {args.runs} warm (broken: one run)"
+        f"{'format':<24} {'cold (s)':>9} {'warm (s)':>9} {'unchanged (s)':>14} {'broken (s)':>11} {'typo (s)':>9}"
+        f"   median of {cold_runs} cold, {args.runs} warm (broken, typo: one run)"
     )
     for name, f in figures.items():
         cold, warm = statistics.median(f["cold"]), statistics.median(f["warm"])
-        print(f"{name:<24} {cold:>9.1f} {warm:>9.1f} {f['unchanged']:>14.2f} {f['broken']:>11.1f}")
+        print(f"{name:<24} {cold:>9.1f} {warm:>9.1f} {f['unchanged']:>14.2f} {f['broken']:>11.1f} {f['typo']:>9.1f}")
         print(f"{'':<24} runs: cold {_runs(f['cold'])}; warm {_runs(f['warm'])}")
     if args.json:
         record = {"device": backend.device_name, "arch": backend.arch, "cores": os.cpu_count(), "links": links}

@@ -22,8 +22,10 @@ A CUDA file is compiled the fastest way that means what it means, each tried onl
 
 A way that fails to compile is remembered for that source (``<cache>/split/failed``, ``<cache>/light/failed``) and
 the next is tried in the same build; the result of the way that compiled, or of the file as written, errors included,
-is the one returned (the agent never sees the errors of a unit it did not write). A compile the timeout ended is
-returned as it is.
+is the one returned (the agent never sees the errors of a unit it did not write). Where a split's device unit fails
+with nothing but errors the file as written has too (``cudagym.split_errors``: a missing ``;``, a name that neither
+torch's headers nor the host code holds), those errors are the file's: they are returned in its name at once, without
+the whole-file compiles that would only repeat them. A compile the timeout ended is returned as it is.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from cudagym import kernel_split, light_headers
+from cudagym import kernel_split, light_headers, split_errors
 from cudagym.build import KILLED_AFTER, Builder, CompileUnit, compiler_identity, content_hash, nvcc_command
 from cudagym.errors import CudaGymError
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
@@ -250,6 +252,10 @@ class InlineBuilder:
             if result.status is not Status.COMPILE_ERROR or KILLED_AFTER in result.diagnostics:
                 break
             failed = [i for i, way in enumerate(ways) if way.marker is not None and not self._compiled(way)]
+            own = self._split_errors(ways[failed[0]], result, workspace, digest) if len(failed) == 1 else None
+            if own is not None:
+                result = own  # a typo in a kernel: the whole file would say the same, only later
+                break
             if not failed and _SYMBOL_ERROR_RE.search(result.diagnostics):
                 # a link that found a symbol missing or defined twice: a split may be why (a header of device code
                 # the host unit compiled as host code, say), so the file is linked whole before its own link decides
@@ -276,6 +282,81 @@ class InlineBuilder:
             split = self._split_way(unit, folder, workspace, sources, [], digest)
             headers += [u.pch for u in (unit, *(split.units if split else ())) if u.pch is not None]
         return headers
+
+    def _split_errors(
+        self, way: _Way, result: CompileResult, workspace: Workspace, header_digest: str
+    ) -> CompileResult | None:
+        """``result`` told in the file's own name where ``way`` is a split whose host unit compiled and whose device
+        unit failed with errors the file as written has too (``cudagym.split_errors``); else None (the file is
+        compiled the next way)."""
+        if way.label != SPLIT:
+            return None
+        device, host = way.units
+        objects = self.builder.objects_dir
+        if (objects / f"{device.key}.o").exists() or not (objects / f"{host.key}.o").exists():
+            return None
+        name = device.source.name
+        try:
+            texts = [
+                path.read_text(encoding="utf-8", errors="surrogatepass")
+                for path in (device.source, host.source, device.source.parent.parent / name)
+            ]
+        except OSError:
+            return None
+        device_text, host_text, source_text = texts
+        diagnostics = split_errors.errors_of_the_file(
+            result.diagnostics,
+            name,
+            device=device_text,
+            host=host_text,
+            source=source_text,
+            torch_names=lambda: self._torch_words(device, source_text, workspace, header_digest),
+        )
+        return None if diagnostics is None else dataclasses.replace(result, diagnostics=diagnostics)
+
+    def _torch_words(
+        self, device: CompileUnit, source: str, workspace: Workspace, header_digest: str
+    ) -> frozenset[str] | None:
+        """The words of the torch headers ``source`` includes and its device unit leaves out, as nvcc's device pass
+        reads its directives with the unit's flags (``split_errors.torch_words``): read once per toolchain, flags and
+        directives, then kept under ``<cache>/split/words``; None where they could not be read."""
+        includes = split_errors.directives(source)
+        if not includes:
+            return frozenset()
+        flags = [c for c in device.command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
+        portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
+        toolchain = self.builder.toolchain
+        key = content_hash(compiler_identity(flags[0]), toolchain.torch_version, *portable, header_digest, includes)
+        known = (str(self.builder.cache_dir), key[:32])
+        if known in _TORCH_WORDS:
+            return _TORCH_WORDS[known]
+        stored = self.builder.cache_dir / "split" / "words" / f"{key[:32]}.json"
+        words: frozenset[str] | None = None
+        try:
+            words = frozenset(json.loads(stored.read_text()))
+        except (OSError, ValueError, TypeError):
+            started = time.monotonic()
+            preprocessed = self._preprocess(flags, includes, workspace)
+            if preprocessed is not None:
+                words = split_errors.torch_words(preprocessed)
+                _write_once(stored, json.dumps(sorted(words)), replace=True)
+                logger.info("torch's headers' words read in %.1f s (%d)", time.monotonic() - started, len(words))
+        _TORCH_WORDS[known] = words
+        return words
+
+    def _preprocess(self, flags: list[str], text: str, workspace: Workspace) -> str | None:
+        """The preprocessor's output (macro definitions kept) of ``text`` as a CUDA file compiled with ``flags``
+        (nvcc's device pass), run in the compiler sandbox; None where it failed."""
+        with tempfile.TemporaryDirectory(prefix="cudagym-words-") as tmp:
+            scratch = Path(tmp)
+            probe, out = scratch / "probe.cu", scratch / "probe.ii"
+            probe.write_text(text)
+            command = [*flags, "-Xcompiler", "-dD", "-E", str(probe), "-o", str(out)]
+            code, output = self.builder._run(command, scratch, scratch, readonly=[workspace.path])
+            if code != 0 or not out.exists():
+                logger.warning("torch's headers could not be preprocessed: %s", output[-2000:])
+                return None
+            return out.read_text(encoding="utf-8", errors="replace")
 
     def _compiled(self, way: _Way) -> bool:
         return all((self.builder.objects_dir / f"{unit.key}.o").exists() for unit in way.units)
@@ -513,6 +594,9 @@ class InlineBuilder:
 
 # what the heavy headers add, by cache folder, toolchain and flags (this process)
 _HEAVY_ONLY: dict[tuple[str, str], HeavyOnly | None] = {}
+# the words of the torch headers split files leave out of their device units, by cache folder, toolchain, flags and
+# includes (this process)
+_TORCH_WORDS: dict[tuple[str, str], frozenset[str] | None] = {}
 
 
 def _write_once(path: Path, text: str, *, replace: bool = False) -> None:

@@ -45,7 +45,7 @@ MAX_CHARS = 1_000_000  # a longer source is compiled whole (the split reads it c
 HIDDEN = '__attribute__((visibility("hidden")))'
 DEVICE_WORDS = frozenset({"__global__", "__device__", "__constant__", "__managed__", "__shared__"})
 # headers whose declarations only the host unit gets
-_TORCH_INCLUDE_RE = re.compile(r"^\s*#\s*include\s*[<\"](torch/|ATen/|c10/|caffe2/|pybind11/|THC/|Python\.h)")
+TORCH_INCLUDE_RE = re.compile(r"^\s*#\s*include\s*[<\"](torch/|ATen/|c10/|caffe2/|pybind11/|THC/|Python\.h)")
 _TORCH_NAMES = frozenset({"torch", "at", "c10", "caffe2", "py", "pybind11"})
 _TORCH_PREFIX_RE = re.compile(r"^(TORCH_|AT_|C10_|PYBIND11_|Py|THP)")
 _COMPILER_MACRO_RE = re.compile(r"\b(__CUDACC\w*|__NVCC__|__CUDA_ARCH\w*)\b")
@@ -126,7 +126,7 @@ def split(source: str, tag: str) -> Split:
         blank = "\n" * text.count("\n")
         position = item.end
         if item.directive:
-            device.append(blank if _TORCH_INCLUDE_RE.match(text) else text)
+            device.append(blank if TORCH_INCLUDE_RE.match(text) else text)
             host.append(text)
         elif item.role == "both":
             device.append(text)
@@ -413,6 +413,6 @@ def leading_includes(host: str) -> str:
         if not _ANGLE_INCLUDE_RE.match(line):
             break
         lines.append(line.strip())
-    if not any(_TORCH_INCLUDE_RE.match(line) for line in lines):
+    if not any(TORCH_INCLUDE_RE.match(line) for line in lines):
         return ""
     return "".join(f"{line}\n" for line in lines)

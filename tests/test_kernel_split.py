@@ -145,7 +145,13 @@ def test_host_flags_are_what_nvcc_hands_the_host_compiler() -> None:
 # -- the builder, with stand-in headers ------------------------------------------------------------------------------
 
 TYPES_STAND_IN = "#pragma once\ninline int light_value() { return 1; }\n"
-EXTENSION_STAND_IN = "#pragma once\n#include <torch/types.h>\ninline int heavy_value() { return 2; }\n#define HEAVY 1\n"
+EXTENSION_STAND_IN = (
+    "#pragma once\n#include <torch/types.h>\ninline int heavy_value() { return 2; }\n#define HEAVY 1\n"
+    # macros a kernel may use as torch's own (CUDA_KERNEL_LOOP, __ubsan_ignore_undefined__): only the file sees them
+    "#define HEAVY_LOOP(i, n) for (int i = 0; i < (n); ++i)\n#define HEAVY_ATTRIBUTE __attribute__((unused))\n"
+    '#define HEAVY_UNROLL _Pragma("unroll")\n'
+    "__device__ inline float heavy_device(float v) { return v; }\n"
+)
 KERNEL = "__global__ void k(float* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = 1.0f; }  // EDIT\n"
 # kThreads: a constant only the host unit uses, of which nvcc warns in the device unit (a warning the file itself
 # does not give, so not the agent's)
@@ -234,13 +240,81 @@ def test_a_split_that_fails_to_compile_gives_way_to_the_file_and_is_not_tried_ag
 
 
 @needs_nvcc
-def test_a_broken_kernel_shows_the_errors_of_the_file_as_written(tmp_path: Path, workspace: Workspace) -> None:
+def test_a_kernel_naming_what_nothing_declares_shows_the_errors_of_the_file_without_compiling_it_whole(
+    tmp_path: Path, workspace: Workspace
+) -> None:
     source = fresh(f"#include <torch/extension.h>\n{KERNEL.replace('1.0f;', 'undeclared_thing;')}{HOST}")
-    _, result = builder(tmp_path / "split").build(request(source), workspace)
+    cache = tmp_path / "split"
+    _, result = builder(cache).build(request(source), workspace)
     _, whole = builder(tmp_path / "whole", split_sources=False).build(request(source), workspace)
     assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
     assert "split/" not in result.diagnostics and "undeclared_thing" in result.diagnostics
     assert result.diagnostics.replace("<cache>", "") == whole.diagnostics.replace("<cache>", "")
+    assert was_split(result) and not failed_splits(cache) and not (cache / "light").exists(), result.commands
+    assert len(list((cache / "split" / "words").glob("*.json"))) == 1  # the stand-in torch header's words
+
+
+@needs_nvcc
+def test_a_kernel_naming_a_host_variable_shows_the_errors_of_the_file_as_written(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    # the device unit may lack the host variable altogether; the file as written says something else of it
+    source = fresh(
+        f"#include <torch/extension.h>\nint host_count = 32;\n{KERNEL.replace('1.0f;', 'host_count;')}{HOST}"
+    )
+    cache = tmp_path / "split"
+    _, result = builder(cache, light_headers=False).build(request(source), workspace)
+    _, whole = builder(tmp_path / "whole", split_sources=False, light_headers=False).build(request(source), workspace)
+    assert result.status is Status.COMPILE_ERROR and "host_count" in result.diagnostics, result.diagnostics
+    assert result.diagnostics.replace("<cache>", "") == whole.diagnostics.replace("<cache>", "")
+    assert len(failed_splits(cache)) == 1
+
+
+TYPOS = {
+    "a missing semicolon": ("1.0f; }", "1.0f }"),
+    "too few arguments": ("y[threadIdx.x] = 1.0f;", "y[threadIdx.x] = fminf(1.0f);"),
+    "a value of the wrong type": ("y[threadIdx.x] = 1.0f;", "y[threadIdx.x] = y;"),
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("typo", sorted(TYPOS))
+def test_a_typo_in_a_kernel_shows_the_split_errors_in_the_file_s_name_without_compiling_it_whole(
+    typo: str, tmp_path: Path, workspace: Workspace
+) -> None:
+    good, bad = TYPOS[typo]
+    assert good in KERNEL
+    source = fresh(f"#include <torch/extension.h>\n{KERNEL.replace(good, bad)}{HOST}")
+    cache = tmp_path / "split"
+    _, result = builder(cache).build(request(source), workspace)
+    _, whole = builder(tmp_path / "whole", split_sources=False, light_headers=False).build(request(source), workspace)
+    assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
+    assert was_split(result) and not failed_splits(cache) and not (cache / "light").exists(), result.commands
+    assert "split/" not in result.diagnostics and "cudagym_launch" not in result.diagnostics
+    assert result.diagnostics.replace("<cache>", "") == whole.diagnostics.replace("<cache>", "")
+
+
+KERNELS_OF_TORCH_MACROS = {
+    "a loop": "__global__ void k(float* y, int n) { HEAVY_LOOP(i, n) y[i] = 1.0f; }\n",
+    "an attribute": "__global__ void k(float* y, int n) { HEAVY_ATTRIBUTE int z = 0; y[0] = n + z; }\n",
+    "a declaration's attribute": "__device__ HEAVY_ATTRIBUTE float one() { return 1.0f; }\n"
+    "__global__ void k(float* y, int n) { y[0] = one() * n; }\n",
+    "a pragma": "__global__ void k(float* y, int n) { HEAVY_UNROLL for (int i = 0; i < 4; ++i) y[i] = n; }\n",
+    "a device function": "__global__ void k(float* y, int n) { y[0] = heavy_device(n); }\n",
+}
+
+
+@needs_nvcc
+@pytest.mark.parametrize("use", sorted(KERNELS_OF_TORCH_MACROS))
+def test_a_kernel_using_a_macro_of_torch_s_headers_is_no_typo_and_compiles_whole(
+    use: str, tmp_path: Path, workspace: Workspace
+) -> None:
+    # the device unit, without torch's headers, fails on the macro: what the agent gets is the file's build
+    cache = tmp_path / "cache"
+    source = fresh(f"#include <torch/extension.h>\n{KERNELS_OF_TORCH_MACROS[use]}{HOST}")
+    _, result = builder(cache, light_headers=False).build(request(source), workspace)
+    assert result.status is Status.OK and not was_split(result), result.diagnostics
+    assert len(failed_splits(cache)) == 1
 
 
 @needs_nvcc
