@@ -53,6 +53,7 @@ from cudagym.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 
+KEPT_WORD_LISTS = 32  # the lists of torch's words a cache keeps (<cache>/split/words, about a megabyte each)
 SPLIT = "split in a device and a host unit"  # the label of that way of compiling a CUDA file (cudagym.kernel_split)
 EXTENSION_HEADER = "#include <torch/extension.h>\n"  # the precompiled header of load_inline's main.cpp
 # the flags torch's JIT builds .cu files with (torch.utils.cpp_extension.COMMON_NVCC_FLAGS)
@@ -329,11 +330,14 @@ class InlineBuilder:
         key = content_hash(compiler_identity(flags[0]), toolchain.torch_version, *portable, header_digest, includes)
         known = (str(self.builder.cache_dir), key[:32])
         if known in _TORCH_WORDS:
+            _TORCH_WORDS[known] = _TORCH_WORDS.pop(known)  # the most recently used last
             return _TORCH_WORDS[known]
-        stored = self.builder.cache_dir / "split" / "words" / f"{key[:32]}.json"
+        folder = self.builder.cache_dir / "split" / "words"
+        stored = folder / f"{key[:32]}.json"
         words: frozenset[str] | None = None
         try:
             words = frozenset(json.loads(stored.read_text()))
+            os.utime(stored)
         except (OSError, ValueError, TypeError):
             started = time.monotonic()
             preprocessed = self._preprocess(flags, includes, workspace)
@@ -341,7 +345,10 @@ class InlineBuilder:
                 words = split_errors.torch_words(preprocessed)
                 _write_once(stored, json.dumps(sorted(words)), replace=True)
                 logger.info("torch's headers' words read in %.1f s (%d)", time.monotonic() - started, len(words))
+                _keep_newest(folder, KEPT_WORD_LISTS)
         _TORCH_WORDS[known] = words
+        while len(_TORCH_WORDS) > KEPT_WORD_LISTS // 4:
+            del _TORCH_WORDS[next(iter(_TORCH_WORDS))]
         return words
 
     def _preprocess(self, flags: list[str], text: str, workspace: Workspace) -> str | None:
@@ -595,7 +602,7 @@ class InlineBuilder:
 # what the heavy headers add, by cache folder, toolchain and flags (this process)
 _HEAVY_ONLY: dict[tuple[str, str], HeavyOnly | None] = {}
 # the words of the torch headers split files leave out of their device units, by cache folder, toolchain, flags and
-# includes (this process)
+# directives (this process; the most recently used last, a quarter of KEPT_WORD_LISTS kept)
 _TORCH_WORDS: dict[tuple[str, str], frozenset[str] | None] = {}
 
 
@@ -632,6 +639,16 @@ _TYPICAL_CPP = """#include <torch/extension.h>
 
 torch::Tensor scale_cpu(torch::Tensor x, double factor) { return x * factor; }
 """
+
+
+def _keep_newest(folder: Path, count: int) -> None:
+    """Removes all but the ``count`` most recently used files of ``folder`` (another process may remove them too)."""
+    try:
+        found = [(path.stat().st_mtime, path) for path in folder.iterdir()]
+    except OSError:
+        return
+    for _, path in sorted(found, reverse=True)[count:]:
+        path.unlink(missing_ok=True)
 
 
 def typical_requests(cuda: bool) -> list[dict[str, Any]]:
