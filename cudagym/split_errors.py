@@ -7,9 +7,11 @@ mostly a typo or a name it never declared, which the whole file would only repor
 apart, from the device unit's diagnostics alone: its errors stand, told in the file's name, where every one is
 
 * a typo of :data:`_TYPO_RE`'s kinds, which no declaration elsewhere makes right, or
-* ``identifier "X" is undefined`` where X is not a word of the preprocessed torch headers the split left out
-  (their declarations and their macros, as nvcc's device pass reads them: :func:`torch_words`) nor of the host unit
-  (a host variable a kernel names is an error as written too, but another one),
+* ``identifier "X" is undefined`` where X is not a word of the file's directives as the file as written
+  preprocesses them (torch's headers, which the split left out, and the file's own headers, which may declare more
+  where torch's macros are defined; declarations and macros alike, as nvcc's device pass reads them:
+  :func:`torch_words`) nor of the host unit (a host variable a kernel names is an error as written too, but another
+  one),
 
 on a line of the file's own text (left of a launcher inserted in it), and there is one at least. Anything else (a
 name torch could declare, a header's error, a fault of a later stage, a shape not known) gives None: the file is

@@ -318,6 +318,22 @@ def test_a_kernel_using_a_macro_of_torch_s_headers_is_no_typo_and_compiles_whole
 
 
 @needs_nvcc
+def test_a_kernel_using_what_its_own_header_declares_where_torch_s_macro_is_defined_compiles_whole(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    # the device unit, without torch's headers, does not get the declaration; the file as written does
+    (workspace.path / "fake" / "guarded.cuh").write_text(
+        "#pragma once\n#ifdef HEAVY\n__device__ inline float guarded_value() { return 1.0f; }\n#endif\n"
+    )
+    cache = tmp_path / "cache"
+    kernel = "__global__ void k(float* y, int n) { y[0] = guarded_value() * n; }\n"
+    source = fresh(f'#include <torch/extension.h>\n#include "guarded.cuh"\n{kernel}{HOST}')
+    _, result = builder(cache, light_headers=False).build(request(source), workspace)
+    assert result.status is Status.OK and not was_split(result), result.diagnostics
+    assert len(failed_splits(cache)) == 1
+
+
+@needs_nvcc
 def test_a_refused_source_compiles_whole_with_no_split_tried(tmp_path: Path, workspace: Workspace) -> None:
     template = "template <int N> __global__ void t(float* y) { y[0] = N; }\nvoid run(float* y) { t<1><<<1, 1>>>(y); }\n"
     _, result = builder(tmp_path / "cache").build(request(fresh(template)), workspace)
