@@ -52,6 +52,9 @@ def test_the_bytecode_cache_is_filled_then_present(tmp_path: Path, monkeypatch: 
     from cudagym import prepare as module
 
     monkeypatch.setattr(module, "_header", lambda builder: module.Prepared("precompiled header", "skipped"))
+    # the headers are another test's: this one's empty cache would build them anew (minutes on CI's cores)
+    skipped = module.Prepared("single-file headers", "skipped")
+    monkeypatch.setattr(module, "single_file_headers", lambda builder: skipped)
     monkeypatch.setattr(bytecode, "fill_sources", lambda packages: [])  # CI's cores: the imports only
     config = EvalConfig(tuning=Tuning(bytecode_cache=True))
     first = prepare(resolve_backend("cpu"), cache_dir=tmp_path, config=config, modules=("json",))[-1]
