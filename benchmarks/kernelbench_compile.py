@@ -143,17 +143,16 @@ REGISTER_BINDING(matmul, bind);
 )
 
 
-# the compile errors an edit can make, and the text the error's diagnostics show
-ERRORS = {"broken": ("undeclared_{token}();", "undeclared_"), "typo": ("", 'expected a ";"')}
+# the compile errors an edit can make: how the edited statement ends, and the text the error's diagnostics show
+ERRORS = {"broken": ("; undeclared_{token}();", "undeclared_"), "typo": ("", 'expected a ";"')}
 
 
 def edited(source: str, token: str, *, error: str = "") -> str:
     """``source`` with its kernel's marked line changed (a new constant in the code, so that neither the object cache
     nor ccache has seen it), as an agent's edit changes a kernel; ``error`` (of :data:`ERRORS`): into that compile
     error as well."""
-    end = " " + ERRORS["broken"][0].format(token=token) if error == "broken" else ""
-    semicolon = "" if error == "typo" else ";"
-    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull{semicolon}{end}")
+    end = ERRORS[error][0].format(token=token) if error else ";"
+    return source.replace("float acc = 0.0f;  // EDIT", f"float acc = 0.0f * {int(token, 16)}ull{end}")
 
 
 def kernelbench_request(cuda_source: str) -> dict[str, Any]:

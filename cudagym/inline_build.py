@@ -255,7 +255,7 @@ class InlineBuilder:
             failed = [i for i, way in enumerate(ways) if way.marker is not None and not self._compiled(way)]
             own = self._split_errors(ways[failed[0]], result, workspace, digest) if len(failed) == 1 else None
             if own is not None:
-                result = own  # a typo in a kernel: the whole file would say the same, only later
+                result = own  # the whole file would say the same, only later
                 break
             if not failed and _SYMBOL_ERROR_RE.search(result.diagnostics):
                 # a link that found a symbol missing or defined twice: a split may be why (a header of device code
@@ -324,23 +324,20 @@ class InlineBuilder:
         includes = split_errors.directives(source)
         if not includes:
             return frozenset()
-        flags = [c for c in device.command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
-        portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
-        toolchain = self.builder.toolchain
-        key = content_hash(compiler_identity(flags[0]), toolchain.torch_version, *portable, header_digest, includes)
-        known = (str(self.builder.cache_dir), key[:32])
+        flags, key = self._preprocessor_key(device, workspace, header_digest, includes)
+        known = (str(self.builder.cache_dir), key)
         if known in _TORCH_WORDS:
             _TORCH_WORDS[known] = _TORCH_WORDS.pop(known)  # the most recently used last
             return _TORCH_WORDS[known]
         folder = self.builder.cache_dir / "split" / "words"
-        stored = folder / f"{key[:32]}.json"
+        stored = folder / f"{key}.json"
         words: frozenset[str] | None = None
         try:
             words = frozenset(json.loads(stored.read_text()))
             os.utime(stored)
         except (OSError, ValueError, TypeError):
             started = time.monotonic()
-            preprocessed = self._preprocess(flags, includes, workspace)
+            preprocessed = self._preprocess(flags, includes, "probe.cu", workspace)
             if preprocessed is not None:
                 words = split_errors.torch_words(preprocessed)
                 _write_once(stored, json.dumps(sorted(words)), replace=True)
@@ -351,12 +348,23 @@ class InlineBuilder:
             del _TORCH_WORDS[next(iter(_TORCH_WORDS))]
         return words
 
-    def _preprocess(self, flags: list[str], text: str, workspace: Workspace) -> str | None:
-        """The preprocessor's output (macro definitions kept) of ``text`` as a CUDA file compiled with ``flags``
-        (nvcc's device pass), run in the compiler sandbox; None where it failed."""
-        with tempfile.TemporaryDirectory(prefix="cudagym-words-") as tmp:
+    def _preprocessor_key(
+        self, unit: CompileUnit, workspace: Workspace, header_digest: str, *extra: str
+    ) -> tuple[list[str], str]:
+        """(``unit``'s flags without its command's source and the module's name, the key of what the preprocessor
+        reads with them: the toolchain, the portable flags, the workspace's headers and ``extra``)."""
+        flags = [c for c in unit.command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
+        portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
+        toolchain = self.builder.toolchain
+        key = content_hash(compiler_identity(flags[0]), toolchain.torch_version, *portable, header_digest, *extra)
+        return flags, key[:32]
+
+    def _preprocess(self, flags: list[str], text: str, name: str, workspace: Workspace) -> str | None:
+        """The preprocessor's output (macro definitions kept) of ``text`` as the file ``name`` compiled with
+        ``flags`` (for nvcc, its device pass), run in the compiler sandbox; None where it failed."""
+        with tempfile.TemporaryDirectory(prefix="cudagym-preprocess-") as tmp:
             scratch = Path(tmp)
-            probe, out = scratch / "probe.cu", scratch / "probe.ii"
+            probe, out = scratch / name, scratch / "probe.ii"
             probe.write_text(text)
             command = [*flags, "-Xcompiler", "-dD", "-E", str(probe), "-o", str(out)]
             code, output = self.builder._run(command, scratch, scratch, readonly=[workspace.path])
@@ -544,10 +552,7 @@ class InlineBuilder:
         """What the heavy torch headers add for ``unit``'s flags (the module's name aside): read once per toolchain
         and flags from the preprocessor's output of the light and heavy headers (``light_headers.heavy_only``),
         then kept under ``<cache>/light``; None where the preprocessor failed (the file then compiles as written)."""
-        flags = [c for c in unit.command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
-        portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
-        key = content_hash(compiler_identity(flags[0]), self.builder.toolchain.torch_version, *portable, header_digest)
-        key = key[:32]
+        flags, key = self._preprocessor_key(unit, workspace, header_digest)
         known = (str(self.builder.cache_dir), key)  # as stored in that cache (whose headers it was read from)
         if known in _HEAVY_ONLY:
             return _HEAVY_ONLY[known]
@@ -566,20 +571,14 @@ class InlineBuilder:
 
     def _read_heavy_only(self, flags: list[str], workspace: Workspace) -> HeavyOnly | None:
         started = time.monotonic()
-        with tempfile.TemporaryDirectory(prefix="cudagym-light-") as tmp:
-            scratch = Path(tmp)
-            probe, out = scratch / light_headers.PROBE_NAME, scratch / "probe.ii"
-            probe.write_text(light_headers.PROBE)
-            command = [*flags, "-Xcompiler", "-dD", "-E", str(probe), "-o", str(out)]
-            code, text = self.builder._run(command, scratch, scratch, readonly=[workspace.path])
-            if code != 0 or not out.exists():
-                logger.warning("the light header check could not preprocess torch's headers: %s", text[-2000:])
-                return None
-            try:
-                additions = light_headers.heavy_only(out.read_text(encoding="utf-8", errors="replace"))
-            except ValueError as exc:
-                logger.warning("the light header check could not read the preprocessor's output: %s", exc)
-                return None
+        preprocessed = self._preprocess(flags, light_headers.PROBE, light_headers.PROBE_NAME, workspace)
+        if preprocessed is None:
+            return None
+        try:
+            additions = light_headers.heavy_only(preprocessed)
+        except ValueError as exc:
+            logger.warning("the light header check could not read the preprocessor's output: %s", exc)
+            return None
         logger.info(
             "heavy torch headers read in %.1f s (%d macros, %d names)",
             time.monotonic() - started,

@@ -78,6 +78,7 @@ def errors_of_the_file(
     lines = diagnostics.splitlines()
     device_lines, source_lines = device.splitlines(), source.splitlines()
     undefined: set[str] = set()
+    found = False
     for i, line in enumerate(lines):
         if not line or line[0].isspace() or "error" not in line.lower():
             continue
@@ -109,7 +110,8 @@ def errors_of_the_file(
                 return None
             lines[i + 1] = context[:begin] + context[end + len(_LAUNCHER_END) :]
         lines[i] = line.replace(f"split/{name}", name)
-    if not any(_FRONT_END_ERROR_RE.match(line) for line in lines):
+        found = True
+    if not found:
         return None
     if undefined:
         if undefined & set(IDENTIFIER_RE.findall(mask(host))):
