@@ -11,6 +11,9 @@ Both formats hold the same kernel: a tiled fp32 matmul of two 4096x4096 matrices
   precompiled ``torch/extension.h``, ``cuda.cu`` split by ``cudagym.kernel_split`` into its kernels, compiled by nvcc
   without torch's headers, and its host code, compiled by the C++ compiler against a precompiled header of its
   includes; objects cached by content, ccache, the compiler sandbox).
+* **kernelbench-template**: the same kernel as a template on its element type, launched through
+  ``AT_DISPATCH_FLOATING_TYPES`` (its float and double instances), split too: the host unit is compiled first, the
+  device unit instantiating the launchers its object uses.
 * **kernelbench-light**: the same with ``BuildOptions(split_sources=False)``: ``cuda.cu`` whole, by nvcc against
   ``torch/types.h`` in place of ``torch/extension.h`` where the guard of ``cudagym.light_headers`` allows it, as
   before the split.
@@ -114,6 +117,18 @@ torch::Tensor matmul_cuda(torch::Tensor A, torch::Tensor B) {{
 }}
 """
 )
+# the same kernel as a template on the element type, launched through torch's dispatch macro (its float and double
+# instances), as many single-file solutions write it
+KERNELBENCH_TEMPLATE_CUDA = KERNELBENCH_CUDA.replace(
+    "__global__ void matmul_kernel(const float* __restrict__ A, const float* __restrict__ B, float* __restrict__ C,",
+    "template <typename scalar_t>\n__global__ void matmul_kernel(const scalar_t* __restrict__ A,"
+    " const scalar_t* __restrict__ B, scalar_t* __restrict__ C,",
+).replace(
+    f"  {LAUNCH}(A.data_ptr<float>(), B.data_ptr<float>(), C.data_ptr<float>(), N);",
+    '  AT_DISPATCH_FLOATING_TYPES(A.scalar_type(), "matmul_cuda", ([&] {\n'
+    f"    {LAUNCH.replace('matmul_kernel<<<', 'matmul_kernel<scalar_t><<<')}"
+    "(A.data_ptr<scalar_t>(), B.data_ptr<scalar_t>(), C.data_ptr<scalar_t>(), N);\n  }));",
+)
 KERNELBENCH_CPP = "torch::Tensor matmul_cuda(torch::Tensor A, torch::Tensor B);"
 WORKSPACE_CU = (
     "#include <cuda_runtime.h>\n"
@@ -198,6 +213,7 @@ def compile_workspace(builder: Builder, workspace: Workspace, cuda_source: str) 
 FORMATS = (
     Format("kernelbench", compile_kernelbench, KERNELBENCH_CUDA),
     Format("kernelbench-light", compile_kernelbench, KERNELBENCH_CUDA, {"split_sources": False}),
+    Format("kernelbench-template", compile_kernelbench, KERNELBENCH_TEMPLATE_CUDA),
     Format(
         "kernelbench-as-written",
         compile_kernelbench,

@@ -15,7 +15,8 @@ A CUDA file is compiled the fastest way that means what it means, each tried onl
 1. split in two (``BuildOptions.split_sources``, ``cudagym.kernel_split``): its kernels in ``split/<name>`` without
    torch's headers (nvcc, the file's own command), its host code in ``split/<stem>_host.cpp`` against a precompiled
    header of its leading includes (the C++ compiler, with the flags nvcc hands its host compiler). A kernel edit then
-   recompiles the small device unit alone (nvcc, which has no precompiled headers, never parses torch);
+   recompiles the small device unit alone (nvcc, which has no precompiled headers, never parses torch). Where the
+   file has template kernels, the host unit is compiled first and the device unit instantiates what its object uses;
 2. as a copy (``light/<name>``) with ``torch/types.h`` in place of ``torch/extension.h``, where
    ``cudagym.light_headers``' guard finds that the copy cannot mean something else (``BuildOptions.light_headers``);
 3. as written.
@@ -37,6 +38,7 @@ import os
 import re
 import shlex
 import shutil
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator, Sequence
@@ -49,6 +51,7 @@ from cudagym.errors import CudaGymError
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
 from cudagym.light_headers import HeavyOnly
 from cudagym.results import CompileResult, Stage, Status
+from cudagym.text import clean
 from cudagym.workspace import Workspace
 
 logger = logging.getLogger(__name__)
@@ -184,6 +187,7 @@ class _Way:
     label: str
     units: tuple[CompileUnit, ...]
     marker: Path | None
+    compiled_first: tuple[CompileUnit, ...] = ()  # its units compiled before the build (a template split's host)
 
 
 def host_flags(cuda_cflags: Sequence[str]) -> list[str]:
@@ -267,6 +271,17 @@ class InlineBuilder:
                 _write_once(ways[i].marker, "", replace=True)  # not tried again for this source
                 ways[i] = next(ladders[i])
                 logger.info("%s: compiling %s %s", _call(request), units[i].source.name, ways[i].label)
+        if first := [unit for way in ways for unit in way.compiled_first]:  # compiled in this build, if not by the rest
+            paths = {str(folder): "", str(self.builder.cache_dir): "<cache>"}
+            result = dataclasses.replace(
+                result,
+                objects_compiled=result.objects_compiled + len(first),
+                objects_reused=max(0, result.objects_reused - len(first)),
+                commands=(
+                    *(clean(" ".join(unit.command), 2000, replace_paths=paths) for unit in first),
+                    *result.commands,
+                ),
+            )
         logger.info("%s: %s in %.2f s (%s)", _call(request), result.status.value, result.seconds, result.message)
         return key, result
 
@@ -466,15 +481,17 @@ class InlineBuilder:
         """``unit``'s CUDA file as a device unit (``split/<name>``, nvcc, the file's command) and a host unit
         (``split/<stem>_host.cpp``, the C++ compiler against a precompiled header of its leading includes); None where
         ``cudagym.kernel_split`` refuses the file, where its split failed to compile before, or where the file's own
-        object is cached already."""
+        object is cached already. A file with template kernels has its host unit compiled here, first: the device
+        unit instantiates what the host object uses."""
         if unit.kind != "cu" or not self.builder.options.split_sources:
             return None
         marker = self.builder.cache_dir / "split" / "failed" / unit.key
         if marker.exists() or (self.builder.objects_dir / f"{unit.key}.o").exists():
             return None
         text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
+        tag = content_hash(unit.source.name)[:8]
         try:
-            parts = kernel_split.split(text, content_hash(unit.source.name)[:8])
+            parts = kernel_split.split(text, tag)
         except kernel_split.Refused as exc:
             logger.info("%s compiles whole: %s", unit.source.name, exc)
             return None
@@ -483,11 +500,7 @@ class InlineBuilder:
             return None
         device_path = unit.source.parent / "split" / unit.source.name
         host_path = unit.source.parent / "split" / f"{unit.source.stem}_host.cpp"
-        _write_once(device_path, parts.device, replace=True)
         _write_once(host_path, parts.host, replace=True)
-        device = self._keyed(
-            device_path, "cu", [*unit.command[:-1], str(device_path)], folder, workspace, header_digest
-        )
         flags = [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
         base = [self.builder.toolchain.cxx, *flags, "-fdiagnostics-color=never"]
         # nvcc includes cuda_runtime.h before a file's host code: so does the host unit, or its header
@@ -509,7 +522,41 @@ class InlineBuilder:
                 host = dataclasses.replace(
                     self._keyed(host_path, "cxx", command, folder, workspace, header_digest), pch=pch
                 )
-        return _Way(SPLIT, (dataclasses.replace(device, quiet=True), dataclasses.replace(host, quiet=True)), marker)
+        host = dataclasses.replace(host, quiet=True)
+        first = (host,) if parts.templates and not (self.builder.objects_dir / f"{host.key}.o").exists() else ()
+        ending = self._template_instances(host, parts, tag, folder, workspace) if parts.templates else ""
+        if ending is None:
+            _write_once(marker, "", replace=True)
+            return None
+        _write_once(device_path, parts.device + ending, replace=True)
+        device = self._keyed(
+            device_path, "cu", [*unit.command[:-1], str(device_path)], folder, workspace, header_digest
+        )
+        return _Way(SPLIT, (dataclasses.replace(device, quiet=True), host), marker, compiled_first=first)
+
+    def _template_instances(
+        self, host: CompileUnit, parts: kernel_split.Split, tag: str, folder: Path, workspace: Workspace
+    ) -> str | None:
+        """The end of a device unit with template kernels: the instances of their launchers that the host unit uses
+        (``kernel_split.instances``), read from its object, which is compiled first where it is not cached; None
+        where the host unit fails to compile or an instance cannot be spelt in the device unit (the file is then
+        compiled the next way)."""
+        obj = self.builder.objects_dir / f"{host.key}.o"
+        if not obj.exists():
+            [(code, _)] = self.builder._compile_all([host], folder, [workspace.path])
+            if code != 0:
+                logger.info("%s: the host unit failed to compile; the file compiles whole", host.source.name)
+                return None
+        try:
+            listed = subprocess.run(
+                ["nm", "-C", "--undefined-only", str(obj)], capture_output=True, text=True, timeout=60, check=True
+            ).stdout
+            return kernel_split.instances(listed.splitlines(), tag, parts.templates)
+        except (OSError, subprocess.SubprocessError) as exc:
+            logger.warning("the host unit's symbols could not be read (%s); the file compiles whole", exc)
+        except kernel_split.Refused as exc:
+            logger.info("%s compiles whole: %s", host.source.name, exc)
+        return None
 
     def _light_unit(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> CompileUnit | None:
         """The compile of ``unit``'s CUDA file against ``torch/types.h`` in place of the heavy torch headers

@@ -12,20 +12,27 @@ a file in two translation units that together mean what the file means:
   types and constants, the host functions, each ``kernel<<<grid, block[, shared[, stream]]>>>(args)`` replaced by the
   call of its launcher, and the launcher's declaration where the kernel was.
 
+A template kernel's launcher is a template with the kernel's template parameters (a launch's template arguments,
+given or deduced, become the call's); which of its instances the host unit uses is known once that unit is compiled:
+:func:`instances` reads them from the host object's undefined symbols, and the device unit ends with their explicit
+uses (``cudagym.inline_build`` compiles the host unit first for such a file).
+
 Both units keep every line where it was (``__LINE__`` and diagnostics hold). A launch passes its arguments to the
 kernel's parameters as a call to a function with those parameters does, so the launcher changes no conversion. The
 launchers are hidden symbols of the extension (no other library can interpose them).
 
 A source is split only where that cannot change what it means, else :func:`split` says why not and the file is
 compiled whole (``cudagym.inline_build``, which also compiles it whole where a split unit fails to compile): it names
-``__CUDACC__``, ``__NVCC__`` or ``__CUDA_ARCH__`` (the host unit is not compiled by nvcc); a kernel is a template
-(its instantiations come from the host code), overloaded, or has parameters the launcher cannot forward (unnamed,
-arrays, defaults, packs, ``__grid_constant__``); a kernel or device symbol is named in host code other than by a
-launch (its address, ``cudaMemcpyToSymbol``); a launch names a kernel the file does not define; host code holds
-device code (a ``__device__`` lambda); device code names torch's API (its headers are not in the device unit); a
-macro launches a kernel; a launch's configuration or arguments change a variable (a launch evaluates its configuration
-first, a call its arguments in no set order); a namespace or ``extern "C"`` block, a raw string, or a line continued
-outside a directive or a comment, carriage returns.
+``__CUDACC__``, ``__NVCC__`` or ``__CUDA_ARCH__`` (the host unit is not compiled by nvcc); a kernel is overloaded,
+an explicit specialisation or a template of a parameter pack or of a template, or has parameters the launcher cannot
+forward (unnamed, arrays, defaults, packs, ``__grid_constant__``); a template kernel's instance names torch's types
+(the device unit cannot name them) or a type the device unit cannot spell; a kernel or device symbol is named in
+host code other than by a launch (its address, ``cudaMemcpyToSymbol``); a launch names a kernel the file does not
+define, or gives a plain kernel template arguments; host code holds device code (a ``__device__`` lambda); device
+code names torch's API (its headers are not in the device unit); a macro launches a kernel; a launch's configuration
+or arguments change a variable (a launch evaluates its configuration first, a call its arguments in no set order); a
+namespace or ``extern "C"`` block, a raw string, or a line continued outside a directive or a comment, carriage
+returns.
 
 What is left unguarded: a name the device code uses that torch's headers would have given another meaning (an overload
 they add where the device code looks); the device unit sees the CUDA headers nvcc includes (``<cmath>`` with them),
@@ -36,6 +43,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+from collections.abc import Iterable
 
 from cudagym.errors import CudaGymError
 from cudagym.light_headers import IDENTIFIER_RE, NOT_CODE_RE, RAW_STRING_RE
@@ -53,6 +61,7 @@ _CONTINUED_COMMENT_RE = re.compile(r"//[^\n]*\\\n")
 _DIRECTIVE_AHEAD_RE = re.compile(r"[ \t]*#")
 _SIDE_EFFECT_RE = re.compile(r"\+\+|--|<<=|>>=|(?<![=!<>])=(?!=)")  # ++, --, =, += and the like; not ==, !=, <=, >=
 _LAUNCH_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?(\s*(?:<[^<>;{}]*>)?\s*)<<<")
+_TEMPLATE_RE = re.compile(r"\s*(template)\s*<")
 _AGGREGATE = frozenset({"struct", "class", "union", "enum", "typedef"})
 # a function with one of these may be defined in both units (no symbol of its own, or one per unit)
 _ONE_DEFINITION = frozenset({"inline", "__inline__", "__forceinline__", "static", "constexpr", "template"})
@@ -69,6 +78,7 @@ class Split:
     device: str
     host: str
     kernels: tuple[str, ...]
+    templates: tuple[str, ...] = ()  # the template kernels (the device unit needs the host unit's instances of them)
 
 
 @dataclasses.dataclass
@@ -81,6 +91,8 @@ class _Item:
     role: str = ""  # "both", "host", "device", "kernel" (a definition) or "kernel_decl" (a declaration)
     name: str = ""  # a kernel's or a device symbol's name
     params: str = ""  # a kernel's parameters (one line)
+    template: str = ""  # a template kernel's template head (one line), "" for a plain kernel
+    template_args: str = ""  # the names of its template parameters, as the launcher passes them on ("T, BLOCK")
 
 
 class Refused(CudaGymError, ValueError):
@@ -138,12 +150,15 @@ def split(source: str, tag: str) -> Split:
             device.append(text)
             host.append(blank)
         else:  # a kernel: its launcher declared where it was in the host unit, defined after it in the device unit
-            declaration = f"{HIDDEN} void {_launcher(tag, item.name)}(dim3, dim3, size_t, cudaStream_t{_tail(item)});"
+            head = f"{item.template} " if item.template else ""
+            launcher = _launcher(tag, item.name)
+            declaration = f"{head}{HIDDEN} void {launcher}(dim3, dim3, size_t, cudaStream_t{_tail(item)});"
             host.append(declaration + blank)
             device.append(text + (_definition(item, tag) if item.role == "kernel" else ""))
     device.append(source[position:])
     host.append(source[position:])
-    return Split(device="".join(device), host="".join(host), kernels=tuple(sorted(kernels)))
+    templates = tuple(sorted(name for name, item in kernels.items() if item.template))
+    return Split(device="".join(device), host="".join(host), kernels=tuple(sorted(kernels)), templates=templates)
 
 
 def _items(code: str) -> list[_Item]:
@@ -194,7 +209,7 @@ def _item_end(code: str, start: int) -> int:
                 raise Refused("unbalanced brackets")
             if c == "}" and depth == 0:
                 head = set(IDENTIFIER_RE.findall(code[start:body]))
-                if not (head & _AGGREGATE or "=" in code[start:body]):
+                if not (head & _AGGREGATE or "=" in _after_template_head(code[start:body])):
                     return i + 1  # a function, namespace or linkage block ends with its body
         elif c == ";" and depth == 0:
             return i + 1
@@ -210,10 +225,11 @@ def _classify(item: _Item, code: str) -> None:
             raise Refused("a macro launches a kernel")
         return
     brace = text.find("{")
-    head = text if brace < 0 or "=" in text[:brace] else text[:brace]
+    initialised = "=" in _after_template_head(text[:brace])  # a variable's initialiser, not a function's body
+    head = text if brace < 0 or initialised else text[:brace]
     words = set(IDENTIFIER_RE.findall(head))
     everything = set(IDENTIFIER_RE.findall(text))
-    has_body = brace >= 0 and "=" not in text[:brace] and not words & _AGGREGATE
+    has_body = brace >= 0 and not initialised and not words & _AGGREGATE
     if has_body and "namespace" in words:
         raise Refused("a namespace block")
     if has_body and "extern" in words and "(" not in head:
@@ -222,10 +238,10 @@ def _classify(item: _Item, code: str) -> None:
         if _torchy(everything):
             raise Refused("device code names torch's API")
         if "__global__" in words:
-            if "template" in words:
-                raise Refused("a template kernel")
             item.role = "kernel" if has_body else "kernel_decl"
             item.name, item.params = _signature(head, named=has_body)
+            if "template" in words:
+                item.template, item.template_args = _template_head(head, item.name)
         elif "__host__" in words and "__device__" in words:
             if not has_body or not words & _ONE_DEFINITION:
                 raise Refused("a host-and-device function that is not inline (both units would define it)")
@@ -244,6 +260,26 @@ def _classify(item: _Item, code: str) -> None:
         item.role = "both"
     else:
         item.role = "host"  # a variable (one definition) or a function's declaration
+
+
+def _template_head_span(text: str) -> tuple[int, int] | None:
+    """Where the template head ``text`` (masked) begins with starts and ends (after its ``>``); None where it begins
+    with none or the head does not end."""
+    start = _TEMPLATE_RE.match(text)
+    if start is None:
+        return None
+    depth = 0
+    for i in range(start.end() - 1, len(text)):
+        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(text[i], 0)
+        if depth == 0:
+            return start.start(1), i + 1
+    return None
+
+
+def _after_template_head(text: str) -> str:
+    """``text`` (masked) after the template head it begins with (whose defaults hold ``=``), if any."""
+    span = _template_head_span(text)
+    return text if span is None else text[span[1] :]
 
 
 def _torchy(words: set[str]) -> bool:
@@ -272,6 +308,21 @@ def _signature(head: str, *, named: bool) -> tuple[str, str]:
         if named and (param.endswith(("*", "&")) or IDENTIFIER_RE.findall(param)[-1] in _TYPE_WORDS):
             raise Refused(f"kernel {names[-1]} has an unnamed parameter")
     return names[-1], params
+
+
+def _template_head(head: str, kernel: str) -> tuple[str, str]:
+    """(a template kernel's template head on one line, the names of its parameters) from its head (masked)."""
+    span = _template_head_span(head)
+    inside = "" if span is None else head[head.index("<", span[0]) + 1 : span[1] - 1]
+    if span is None or not inside.strip():
+        raise Refused(f"kernel {kernel}: an explicit specialisation or a template head that cannot be read")
+    names = []
+    for param in _top_level_split(" ".join(inside.split())):
+        declared = IDENTIFIER_RE.findall(param.split("=", 1)[0])
+        if "..." in param or "template" in declared or len(declared) < 2:
+            raise Refused(f"kernel {kernel}: a template parameter its launcher cannot pass on: {param!r}")
+        names.append(declared[-1])
+    return " ".join(head[span[0] : span[1]].split()), ", ".join(names)
 
 
 def _declared_name(head: str) -> str:
@@ -334,8 +385,10 @@ def _check_host_uses(items: list[_Item], code: str, kernels: dict[str, _Item]) -
         for match in _LAUNCH_RE.finditer(text):
             if item.role == "both":
                 raise Refused("a launch in code both units compile")
-            if match.group(1) not in kernels or match.group(2).strip():
+            if match.group(1) not in kernels:
                 raise Refused(f"a launch of {match.group(1) or 'an expression'}, which is not a kernel defined here")
+            if match.group(2).strip() and not kernels[match.group(1)].template:
+                raise Refused(f"a launch of {match.group(1)} with template arguments, which is no template")
 
 
 def _rewrite_launches(source: str, code: str, item: _Item, kernels: dict[str, _Item], tag: str) -> str:
@@ -361,7 +414,9 @@ def _rewrite_launches(source: str, code: str, item: _Item, kernels: dict[str, _I
             raise Refused("a launch whose configuration or arguments change a variable")
         defaults = ", 0" * (4 - len(config))
         out.append(source[position:name_at])
-        out.append(f"{_launcher(tag, match.group(1))}(")
+        # the launch's template arguments (and its line breaks) are the call's
+        template_args = source[item.start + match.start(2) : item.start + match.end(2)]
+        out.append(f"{_launcher(tag, match.group(1))}{template_args}(")
         out.append(source[config_at:close])
         out.append(defaults + (", " if arguments else "") + "\n" * source[close:opening].count("\n"))
         position = opening + 1
@@ -392,11 +447,50 @@ def _tail(item: _Item) -> str:
 def _definition(item: _Item, tag: str) -> str:
     """The launcher of a kernel, on the line where the kernel's definition ends."""
     names = [IDENTIFIER_RE.findall(p)[-1] for p in _top_level_split(item.params) if p and p != "void"]
+    head, args = (f" {item.template}", f"<{item.template_args}>") if item.template else ("", "")
     return (
-        f" {HIDDEN} void {_launcher(tag, item.name)}(dim3 cudagym_grid, dim3 cudagym_block, size_t cudagym_shared,"
-        f" cudaStream_t cudagym_stream{_tail(item)}) {{ {item.name}<<<cudagym_grid, cudagym_block, cudagym_shared,"
-        f" cudagym_stream>>>({', '.join(names)}); }}"
+        f"{head} {HIDDEN} void {_launcher(tag, item.name)}(dim3 cudagym_grid, dim3 cudagym_block,"
+        f" size_t cudagym_shared, cudaStream_t cudagym_stream{_tail(item)}) {{ {item.name}{args}<<<cudagym_grid,"
+        f" cudagym_block, cudagym_shared, cudagym_stream>>>({', '.join(names)}); }}"
     )
+
+
+# a launcher's definition as the device unit's line holds it, after its kernel's closing brace
+LAUNCHER_DEFINITION_RE = re.compile(
+    rf" (template <[^\n]*?> )?{re.escape(HIDDEN)} void {LAUNCHER_PREFIX}\w+\(.*?>>>\([^\n]*?\); \}}"
+)
+# an instance of a template launcher the host object leaves undefined, as ``nm -C`` writes it: its template arguments
+_INSTANCE_RE = re.compile(rf"\b({LAUNCHER_PREFIX}[A-Za-z0-9_]+)<")
+# template arguments the device unit can spell (types and constants of its own or the language's); torch's are not
+_SPELLABLE_RE = re.compile(r"^[A-Za-z0-9_ :*&,<>()\-+.]+$")
+_UNSPELLABLE_RE = re.compile(r"\b(c10|at|torch|caffe2|pybind11|anonymous|lambda|unnamed)\b|\bstd::(__|_[A-Z])")
+
+
+def instances(symbols: Iterable[str], tag: str, templates: Iterable[str]) -> str:
+    """The text that ends a device unit: explicit uses of the instances of its template kernels' launchers that
+    ``symbols`` (the host object's undefined symbols, demangled) name, which makes the device object define them;
+    "" where there are none. Raises :class:`Refused` where an instance's arguments cannot be spelt in the device unit
+    (torch's types among them)."""
+    launchers = {_launcher(tag, name) for name in templates}
+    uses = []
+    for symbol in symbols:
+        for match in _INSTANCE_RE.finditer(symbol):
+            if match.group(1) not in launchers:
+                continue
+            depth, i = 0, match.end() - 1
+            while i < len(symbol):
+                depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(symbol[i], 0)
+                if depth == 0:
+                    break
+                i += 1
+            arguments = symbol[match.end() : i]
+            if i >= len(symbol) or not _SPELLABLE_RE.match(arguments) or _UNSPELLABLE_RE.search(arguments):
+                raise Refused(f"{match.group(1)} is used with template arguments <{arguments}>")
+            uses.append(f"reinterpret_cast<void (*)()>(&{match.group(1)}<{arguments}>)")
+    if not uses:
+        return ""
+    listed = ", ".join(sorted(set(uses)))
+    return f"\n__attribute__((used)) static void (*const cudagym_instances_{tag}[])() = {{{listed}}};\n"
 
 
 _ANGLE_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<[^<>\n]+>[ \t]*$")

@@ -23,15 +23,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from cudagym.kernel_split import HIDDEN, LAUNCHER_PREFIX, TORCH_INCLUDE_RE, mask
+from cudagym.kernel_split import LAUNCHER_DEFINITION_RE, TORCH_INCLUDE_RE, mask
 from cudagym.light_headers import IDENTIFIER_RE
 
 # nvcc's front end: "<file>(<line>): error: <what>", then the line (as preprocessed) and a caret under the place
 _FRONT_END_ERROR_RE = re.compile(r"^(?P<file>\S.*)\((?P<line>\d+)\): error: (?P<what>.*)$")
 _NOT_AN_ERROR_RE = re.compile(r"^(\S.*\(\d+\): (warning|remark)\b|\S.*:\d+:\d+: (warning|note)\b|Remark: )")
 _ERROR_COUNT_RE = re.compile(r"^\d+ errors? detected in the compilation of ")
-_LAUNCHER_START = f" {HIDDEN} void {LAUNCHER_PREFIX}"
-_LAUNCHER_END = "); }"  # where its one statement, the launch, ends
 # errors of the text at hand, which no declaration elsewhere makes right (a name torch's headers would have declared
 # shows as "identifier ... is undefined", or in a declaration as a missing type, never as one of these alone)
 _TYPO_RE = re.compile(
@@ -98,17 +96,14 @@ def errors_of_the_file(
         if mine != theirs:
             # the line where a kernel ends, its launcher inserted after it: the caret must point left of the launcher,
             # which leaves the line shown under the error
-            inserted = mine.find(_LAUNCHER_START)
-            if inserted < 0 or not (mine.startswith(theirs[:inserted]) and mine.endswith(theirs[inserted:])):
-                return None
-            if i + 2 >= len(lines):
+            inserted = LAUNCHER_DEFINITION_RE.search(mine)
+            if inserted is None or mine[: inserted.start()] + mine[inserted.end() :] != theirs or i + 2 >= len(lines):
                 return None
             context, caret = lines[i + 1], lines[i + 2]
-            begin = context.find(_LAUNCHER_START)
-            end = context.find(_LAUNCHER_END, begin)
-            if not 0 <= caret.find("^") < begin or end < 0:
+            shown = LAUNCHER_DEFINITION_RE.search(context)
+            if shown is None or not 0 <= caret.find("^") < shown.start():
                 return None
-            lines[i + 1] = context[:begin] + context[end + len(_LAUNCHER_END) :]
+            lines[i + 1] = context[: shown.start()] + context[shown.end() :]
         lines[i] = line.replace(f"split/{name}", name)
         found = True
     if not found:

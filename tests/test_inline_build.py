@@ -164,8 +164,10 @@ sys.stdout.flush()
 def env(fast_config: EvalConfig) -> Iterator[CudaKernelEnv]:
     """One cpu env for the module; no static checks, so that the planting candidate gets as far as it can. Its
     compiles wait for the precompiled header (the default compiles without it while it is built in the background:
-    here that would compile all of ``torch/extension.h`` for the first two solutions, beside the header's build)."""
-    build = dataclasses.replace(fast_config.build, wait_for_pch=True)
+    here that would compile all of ``torch/extension.h`` for the first two solutions, beside the header's build).
+    The import's limit is long: the first solution's holds the header's build, which other test workers' compilers
+    can slow past the default 300 s on a 2-core machine."""
+    build = dataclasses.replace(fast_config.build, wait_for_pch=True, timeout_seconds=900.0)
     config = dataclasses.replace(fast_config, policy=IntegrityPolicy.without_static_checks(), build=build)
     environment = CudaKernelEnv(backend="cpu", eval_config=config)
     yield environment

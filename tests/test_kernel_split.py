@@ -20,7 +20,7 @@ from cudagym_testing import NVCC_ONLY, compiled, stand_in_request, stand_in_work
 from cudagym.backends import find_toolchain
 from cudagym.build import Builder, BuildOptions
 from cudagym.inline_build import InlineBuilder, host_flags
-from cudagym.kernel_split import LAUNCHER_PREFIX, Refused, leading_includes, mask, split
+from cudagym.kernel_split import LAUNCHER_PREFIX, Refused, instances, leading_includes, mask, split
 from cudagym.results import CompileResult, Status
 from cudagym.workspace import Workspace
 
@@ -93,9 +93,53 @@ def test_a_launch_without_arguments_and_a_kernel_declared_before_its_definition(
     )
 
 
+TEMPLATE_KERNEL = (
+    "template <typename scalar_t, int B = 32>\n"
+    "__global__ void tk(scalar_t* y, int n) { if (threadIdx.x < n) y[threadIdx.x] = (scalar_t)B; }  // EDIT\n"
+)
+# a dispatch as torch's AT_DISPATCH macros make one: the launch in a lambda, scalar_t an alias per type
+TEMPLATE_HOST = (
+    "#define DISPATCH(...) do { { using scalar_t = float; __VA_ARGS__(); } { using scalar_t = double; __VA_ARGS__(); } "
+    "} while (0)\n"
+    "int host_value(void* y) {\n"
+    "  DISPATCH([&] { tk<scalar_t><<<1, 32>>>((scalar_t*)y, 4); });\n"
+    "  tk<float, 64>\n    <<<1, 32>>>((float*)y, 4);\n"
+    "  tk<<<1, 32>>>((float*)y, 2);  // deduced\n"
+    "  return heavy_value();\n}\n"
+)
+
+
+def test_a_template_kernel_gets_a_template_launcher_and_its_launches_keep_their_arguments() -> None:
+    parts = split(TEMPLATE_KERNEL + TEMPLATE_HOST, "t4")
+    assert parts.templates == ("tk",) and parts.device.count("\n") == parts.host.count("\n")
+    host, device = parts.host.splitlines(), parts.device.splitlines()
+    launcher = f"{LAUNCHER_PREFIX}t4_tk"
+    assert host[0] == (
+        f'template <typename scalar_t, int B = 32> __attribute__((visibility("hidden"))) void {launcher}(dim3, dim3,'
+        " size_t, cudaStream_t, scalar_t* y, int n);"
+    )
+    assert host[4] == f"  DISPATCH([&] {{ {launcher}<scalar_t>(1, 32, 0, 0, (scalar_t*)y, 4); }});"
+    assert (host[5], host[6]) == (f"  {launcher}<float, 64>", "    (1, 32, 0, 0, (float*)y, 4);")
+    assert host[7].startswith(f"  {launcher}(1, 32, 0, 0, (float*)y, 2);")
+    assert "{ tk<scalar_t, B><<<cudagym_grid, cudagym_block, cudagym_shared, cudagym_stream>>>(y, n); }" in device[1]
+    assert "} template <typename scalar_t, int B = 32> __attribute__" in device[1]
+    # what the host object leaves undefined (nm -C) becomes the device unit's explicit uses; torch's types cannot be
+    symbols = [f"                 U void {launcher}<double, 32>(dim3, dim3, unsigned long, CUstream_st*, double*, int)"]
+    assert f"&{launcher}<double, 32>)" in instances(symbols, "t4", parts.templates)
+    assert instances(["                 U cudaLaunchKernel"], "t4", parts.templates) == ""
+    for unspellable in ("c10::Half, 32", "(anonymous namespace)::T, 32"):
+        with pytest.raises(Refused):
+            instances([f"U void {launcher}<{unspellable}>(dim3)"], "t4", parts.templates)
+
+
 REFUSED = {
-    "template kernel": "template <typename T> __global__ void k(T* y) {}\n"
-    "void f(float* y) { k<float><<<1, 1>>>(y); }\n",
+    "explicit specialisation": "template <typename T> __global__ void k(T* y) {}\n"
+    "template <> __global__ void k<int>(int* y) {}\nvoid f(float* y) { k<float><<<1, 1>>>(y); }\n",
+    "template parameter pack": "template <typename... T> __global__ void k(T... y) {}\n"
+    "void f(float* y) { k<<<1, 1>>>(y); }\n",
+    "template template parameter": "template <template <typename> class C, typename T> __global__ void k(T* y) {}\n"
+    "void f(float* y) { k<C><<<1, 1>>>(y); }\n",
+    "template arguments of a plain kernel": "__global__ void k(float* y) {}\nvoid f(float* y) { k<1><<<1, 1>>>(y); }\n",
     "compiler macro": "__global__ void k() {\n#ifdef __CUDA_ARCH__\n#endif\n}\nvoid f() { k<<<1, 1>>>(); }\n",
     "kernel address": "__global__ void k() {}\n"
     "void f() { cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 1); k<<<1, 1>>>(); }\n",
@@ -202,6 +246,13 @@ def symbols(objects: list[Path]) -> tuple[set[str], set[str]]:
     return used, defined
 
 
+def assert_compiled_whole(cache: Path, source: str, workspace: Workspace) -> None:
+    """``source`` builds whole (not split, its split remembered as failed once), as the agent wrote it."""
+    _, result = builder(cache, light_headers=False).build(request(source), workspace)
+    assert result.status is Status.OK and not was_split(result), result.diagnostics
+    assert len(failed_splits(cache)) == 1
+
+
 def fresh(text: str) -> str:
     return f"{text}// {uuid.uuid4().hex}\n"  # new to every cache
 
@@ -274,6 +325,7 @@ TYPOS = {
     "a missing semicolon": ("1.0f; }", "1.0f }"),
     "too few arguments": ("y[threadIdx.x] = 1.0f;", "y[threadIdx.x] = fminf(1.0f);"),
     "a value of the wrong type": ("y[threadIdx.x] = 1.0f;", "y[threadIdx.x] = y;"),
+    "a missing semicolon in a template kernel": ("(scalar_t)B; }", "(scalar_t)B }"),
 }
 
 
@@ -283,8 +335,9 @@ def test_a_typo_in_a_kernel_shows_the_split_errors_in_the_file_s_name_without_co
     typo: str, tmp_path: Path, workspace: Workspace
 ) -> None:
     good, bad = TYPOS[typo]
-    assert good in KERNEL
-    source = fresh(f"#include <torch/extension.h>\n{KERNEL.replace(good, bad)}{HOST}")
+    kernel, host = (TEMPLATE_KERNEL, TEMPLATE_HOST) if "template" in typo else (KERNEL, HOST)
+    assert good in kernel
+    source = fresh(f"#include <torch/extension.h>\n{kernel.replace(good, bad)}{host}")
     cache = tmp_path / "split"
     _, result = builder(cache).build(request(source), workspace)
     _, whole = builder(tmp_path / "whole", split_sources=False, light_headers=False).build(request(source), workspace)
@@ -312,9 +365,7 @@ def test_a_kernel_using_a_macro_of_torch_s_headers_is_no_typo_and_compiles_whole
     # the device unit, without torch's headers, fails on the macro: what the agent gets is the file's build
     cache = tmp_path / "cache"
     source = fresh(f"#include <torch/extension.h>\n{KERNELS_OF_TORCH_MACROS[use]}{HOST}")
-    _, result = builder(cache, light_headers=False).build(request(source), workspace)
-    assert result.status is Status.OK and not was_split(result), result.diagnostics
-    assert len(failed_splits(cache)) == 1
+    assert_compiled_whole(cache, source, workspace)
 
 
 @needs_nvcc
@@ -328,14 +379,14 @@ def test_a_kernel_using_what_its_own_header_declares_where_torch_s_macro_is_defi
     cache = tmp_path / "cache"
     kernel = "__global__ void k(float* y, int n) { y[0] = guarded_value() * n; }\n"
     source = fresh(f'#include <torch/extension.h>\n#include "guarded.cuh"\n{kernel}{HOST}')
-    _, result = builder(cache, light_headers=False).build(request(source), workspace)
-    assert result.status is Status.OK and not was_split(result), result.diagnostics
-    assert len(failed_splits(cache)) == 1
+    assert_compiled_whole(cache, source, workspace)
 
 
 @needs_nvcc
 def test_a_refused_source_compiles_whole_with_no_split_tried(tmp_path: Path, workspace: Workspace) -> None:
-    template = "template <int N> __global__ void t(float* y) { y[0] = N; }\nvoid run(float* y) { t<1><<<1, 1>>>(y); }\n"
+    template = (
+        "template <int... N> __global__ void t(float* y) { y[0] = 1; }\nvoid run(float* y) { t<1><<<1, 1>>>(y); }\n"
+    )
     _, result = builder(tmp_path / "cache").build(request(fresh(template)), workspace)
     assert compiled(result) and not was_split(result) and not failed_splits(tmp_path / "cache"), result.diagnostics
 
@@ -349,6 +400,30 @@ def test_a_split_whose_link_fails_on_a_symbol_gives_way_to_the_file(tmp_path: Pa
     )
     cache = tmp_path / "cache"
     source = fresh(f'#include <torch/extension.h>\n#include "device_code.cuh"\n{KERNEL}{HOST}')
-    _, result = builder(cache, light_headers=False).build(request(source), workspace)
-    assert result.status is Status.OK and not was_split(result), result.diagnostics
-    assert len(failed_splits(cache)) == 1
+    assert_compiled_whole(cache, source, workspace)
+
+
+@needs_nvcc
+def test_a_template_kernel_is_split_its_instances_made_for_the_host_unit_and_an_edit_recompiles_one(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    cache = tmp_path / "cache"
+    source = fresh(f"#include <torch/extension.h>\n{TEMPLATE_KERNEL}{TEMPLATE_HOST}")
+    _, first = builder(cache).build(request(source), workspace)
+    assert first.status is Status.OK and was_split(first) and not failed_splits(cache), first.diagnostics
+    assert first.objects_compiled == 3 and any(command.endswith("split/cuda_host.cpp") for command in first.commands)
+    used, defined = symbols(sorted((cache / "objects").glob("*.o")))
+    assert len(used) == 3 and used <= defined  # <float, 32>, <double, 32>, <float, 64>: each launcher instance made
+    _, again = builder(cache).build(request(source.replace("(scalar_t)B;", "(scalar_t)(B + 1);")), workspace)
+    assert again.status is Status.OK and was_split(again), again.diagnostics
+    assert again.objects_compiled == 1 and again.objects_reused == 2  # the device unit alone
+
+
+@needs_nvcc
+def test_a_template_kernel_instantiated_with_torch_s_type_compiles_whole(tmp_path: Path, workspace: Workspace) -> None:
+    (workspace.path / "fake" / "half.h").write_text("#pragma once\nnamespace c10 { struct Half { float v; }; }\n")
+    cache = tmp_path / "cache"
+    host = "int host_value(void* y) { tk<c10::Half><<<1, 32>>>((c10::Half*)y, 4); return heavy_value(); }\n"
+    kernel = TEMPLATE_KERNEL.replace("(scalar_t)B", "scalar_t{}")
+    source = fresh(f'#include <torch/extension.h>\n#include "half.h"\n{kernel}{host}')
+    assert_compiled_whole(cache, source, workspace)

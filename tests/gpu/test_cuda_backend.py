@@ -324,9 +324,28 @@ def test_a_first_profile_takes_the_baselines_timed_ahead_and_no_timing_overlaps(
         env.close()
 
 
-def test_single_file_load_inline_solution(env: CudaKernelEnv) -> None:
+# the same with a template kernel launched through torch's dispatch macro (its float and double instances)
+LOAD_INLINE_TEMPLATE = (
+    LOAD_INLINE.replace(
+        """__global__ void relu_kernel(const float* x, float* y, long n) {""",
+        """template <typename scalar_t>
+__global__ void relu_kernel(const scalar_t* x, scalar_t* y, long n) {""",
+    )
+    .replace(
+        """  relu_kernel<<<(n + 255) / 256, 256>>>(x.data_ptr<float>(), y.data_ptr<float>(), n);""",
+        """  AT_DISPATCH_FLOATING_TYPES(x.scalar_type(), "relu", ([&] {
+    relu_kernel<scalar_t><<<(n + 255) / 256, 256>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n);
+  }));""",
+    )
+    .replace("single_file_relu", "single_file_template_relu")
+)
+
+
+@pytest.mark.parametrize("source", [LOAD_INLINE, LOAD_INLINE_TEMPLATE], ids=["plain", "template"])
+def test_single_file_load_inline_solution(env: CudaKernelEnv, source: str) -> None:
+    assert "<<<" in source and ("template" in source) == (source is LOAD_INLINE_TEMPLATE)
     env.reset(options={"task_id": RELU})
-    assert env.step(tool_call("write_file", path="model_new.py", content=LOAD_INLINE))[4]["status"] == "ok"
+    assert env.step(tool_call("write_file", path="model_new.py", content=source))[4]["status"] == "ok"
     obs, _, _, _, info = env.step(tool_call("compile"))
     assert info["status"] == "ok", obs
     commands = info["result"]["commands"]  # none where every object was cached already
