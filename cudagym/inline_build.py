@@ -243,7 +243,12 @@ class InlineBuilder:
         # each file's ways to compile, the fastest first; a way whose units fail gives way to the next, the file as
         # written last (its result, errors included, is the one the agent sees)
         ladders = [
-            self._ways(unit, self._split_way(unit, folder, workspace, sources, includes, digest), workspace, digest)
+            self._ways(
+                unit,
+                self._split_way(unit, folder, workspace, sources, includes, digest, beside=units),
+                workspace,
+                digest,
+            )
             for unit in units
         ]
         ways = [next(ladder) for ladder in ladders]
@@ -477,12 +482,14 @@ class InlineBuilder:
         sources: InlineSources,
         includes: list[str],
         header_digest: str,
+        beside: Sequence[CompileUnit] = (),
     ) -> _Way | None:
         """``unit``'s CUDA file as a device unit (``split/<name>``, nvcc, the file's command) and a host unit
         (``split/<stem>_host.cpp``, the C++ compiler against a precompiled header of its leading includes); None where
         ``cudagym.kernel_split`` refuses the file, where its split failed to compile before, or where the file's own
-        object is cached already. A file with template kernels has its host unit compiled here, first: the device
-        unit instantiates what the host object uses."""
+        object is cached already. A file with template kernels has its host unit compiled here, first (the device
+        unit instantiates what the host object uses), with the C++ files of ``beside`` (the request's other units)
+        whose objects are not cached, which the build then finds compiled."""
         if unit.kind != "cu" or not self.builder.options.split_sources:
             return None
         marker = self.builder.cache_dir / "split" / "failed" / unit.key
@@ -523,8 +530,16 @@ class InlineBuilder:
                     self._keyed(host_path, "cxx", command, folder, workspace, header_digest), pch=pch
                 )
         host = dataclasses.replace(host, quiet=True)
-        first = (host,) if parts.templates and not (self.builder.objects_dir / f"{host.key}.o").exists() else ()
-        ending = self._template_instances(host, parts, tag, folder, workspace) if parts.templates else ""
+        first: tuple[CompileUnit, ...] = ()
+        ending = ""
+        if parts.templates:
+            # the host unit compiles first, beside the request's C++ files that are not cached (main.cpp): not after
+            objects = self.builder.objects_dir
+            todo = [u for u in (host, *(u for u in beside if u.kind != "cu")) if not (objects / f"{u.key}.o").exists()]
+            if todo:
+                outputs = self.builder._compile_all(todo, folder, [workspace.path])
+                first = tuple(u for u, (code, _) in zip(todo, outputs, strict=True) if code == 0)
+            ending = self._template_instances(host, parts, tag) if host in first or not todo else None
         if ending is None:
             _write_once(marker, "", replace=True)
             return None
@@ -534,19 +549,14 @@ class InlineBuilder:
         )
         return _Way(SPLIT, (dataclasses.replace(device, quiet=True), host), marker, compiled_first=first)
 
-    def _template_instances(
-        self, host: CompileUnit, parts: kernel_split.Split, tag: str, folder: Path, workspace: Workspace
-    ) -> str | None:
+    def _template_instances(self, host: CompileUnit, parts: kernel_split.Split, tag: str) -> str | None:
         """The end of a device unit with template kernels: the instances of their launchers that the host unit uses
-        (``kernel_split.instances``), read from its object, which is compiled first where it is not cached; None
-        where the host unit fails to compile or an instance cannot be spelt in the device unit (the file is then
-        compiled the next way)."""
+        (``kernel_split.instances``), read from its object; None where the host unit failed to compile or an instance
+        cannot be spelt in the device unit (the file is then compiled the next way)."""
         obj = self.builder.objects_dir / f"{host.key}.o"
         if not obj.exists():
-            [(code, _)] = self.builder._compile_all([host], folder, [workspace.path])
-            if code != 0:
-                logger.info("%s: the host unit failed to compile; the file compiles whole", host.source.name)
-                return None
+            logger.info("%s: the host unit failed to compile; the file compiles whole", host.source.name)
+            return None
         try:
             listed = subprocess.run(
                 ["nm", "-C", "--undefined-only", str(obj)], capture_output=True, text=True, timeout=60, check=True

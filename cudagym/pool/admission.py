@@ -16,8 +16,9 @@ per task key:
   their own data), and
 * what nvidia-smi saw its processes use together (``--query-compute-apps``, read every few seconds),
 
-whichever is larger, the largest ever seen for the key; before any measurement, one memory slot of the device
-(``memory_slots.GIB_PER_SLOT``). The device's free memory and each process's use come from nvidia-smi, read by the
+whichever is larger, the largest ever seen for the key; until one of its jobs has ended, at least one memory slot of
+the device (``memory_slots.GIB_PER_SLOT``: what nvidia-smi sees an evaluator use while it loads says nothing of the
+peak its first stage will reach). The device's free memory and each process's use come from nvidia-smi, read by the
 pool's dispatcher outside its lock (no CUDA context in the pool's process). An evaluator whose processes nvidia-smi
 does not list (another PID namespace) counts at its full footprint.
 
@@ -170,8 +171,12 @@ class MemoryAdmission:
         self.served.add(key)
 
     def footprint(self, key: TaskKey) -> int:
-        """The device memory an evaluator of ``key`` takes at most: measured, else the default."""
-        return self.measured.get(key, self.default_bytes)
+        """The device memory an evaluator of ``key`` takes at most: measured once one of its jobs ended; before that,
+        the default or more where a reading saw more (a reading taken while it loads is a floor, not its peak)."""
+        measured = self.measured.get(key)
+        if measured is None:
+            return self.default_bytes
+        return measured if key in self.served else max(measured, self.default_bytes)
 
     def closing(self, pids: Iterable[int]) -> None:
         """The processes of an evaluator being closed: what they hold counts as coming back."""

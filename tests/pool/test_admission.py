@@ -175,6 +175,23 @@ def test_admission_counts_each_evaluator_at_its_footprint_and_closing_ones_as_fr
     assert MemoryAdmission(lambda: None).fits(other, []) is None  # no reading: nothing is decided
 
 
+def test_an_evaluator_read_while_it_loads_counts_at_least_the_default_until_a_job_of_its_key_ends() -> None:
+    # an H100 let three 29 GiB evaluators in at once: readings of 8-11 GiB taken while they loaded stood for them
+    admission = MemoryAdmission(lambda: None, default_bytes=20 * GIB)
+    key, other = ("cuda", "t", "c", "s"), ("cuda", "u", "c", "s")
+    admission.observe(DeviceReading(60 * GIB, 80 * GIB, {1: 8 * GIB}), [Member(key, (1,))])
+    assert admission.footprint(key) == 20 * GIB  # not its 8 GiB
+    assert admission.fits(other, [Member(key, (1,))]) is True  # 60 - (20 - 8) = 48 GiB free for it
+    admission.observe(DeviceReading(40 * GIB, 80 * GIB, {1: 28 * GIB}), [Member(key, (1,))])
+    assert admission.footprint(key) == 28 * GIB  # a reading above the default counts
+    admission.record_peak(key, 4 * GIB)  # its first job ended: what was measured stands, small or large
+    assert admission.footprint(key) == 28 * GIB
+    small = ("cuda", "v", "c", "s")
+    admission.observe(DeviceReading(70 * GIB, 80 * GIB, {2: 2 * GIB}), [Member(small, (2,))])
+    admission.record_peak(small, 2 * GIB)
+    assert admission.footprint(small) == 2 * GIB + 2 * GIB // 4 + 2 * GIB  # measured below the default: that
+
+
 def test_no_idle_evaluator_is_closed_when_closing_every_idle_one_would_not_make_room() -> None:
     device = FakeDevice(total=60 * GIB)
     made: list[DeviceEvaluator] = []
