@@ -18,7 +18,10 @@ from cudagym.tuning import Tuning
 from cudagym.workspace import Workspace
 
 
-def test_the_header_is_built_once_and_the_cpu_backend_needs_no_gpu_library(cache_dir: Path) -> None:
+def test_the_header_is_built_once_the_cpu_backend_needs_no_gpu_library_and_the_usual_single_file_uses_it(
+    cache_dir: Path, tmp_path: Path
+) -> None:
+    """One test, not two: the headers take minutes to build on CI's cores, and two tests could land on two workers."""
     cpu = resolve_backend("cpu")
     parts = {
         p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(tuning=Tuning(bytecode_cache=False)))
@@ -33,14 +36,7 @@ def test_the_header_is_built_once_and_the_cpu_backend_needs_no_gpu_library(cache
         p.part: p for p in prepare(cpu, cache_dir=cache_dir, config=EvalConfig(tuning=Tuning(bytecode_cache=False)))
     }
     assert again["precompiled header"].status == "present" and again["single-file headers"].status == "present"
-
-
-def test_a_prepared_machine_compiles_the_usual_single_file_request_against_its_header(
-    cache_dir: Path, tmp_path: Path
-) -> None:
-    cpu = resolve_backend("cpu")
-    parts = prepare(cpu, cache_dir=cache_dir, config=EvalConfig(tuning=Tuning(bytecode_cache=False)))
-    single = next(p for p in parts if p.part == "single-file headers")
+    # a prepared machine compiles the usual single-file request against its header
     workspace = Workspace(load("builtin").get("builtin/relu").source_for("cpu"), "prepared", root_dir=tmp_path)
     _, result = InlineBuilder(Builder(cpu, cache_dir=cache_dir)).build(typical_requests(False)[0], workspace)
     assert result.ok, result.diagnostics
