@@ -539,6 +539,8 @@ class InlineBuilder:
             if todo:
                 outputs = self.builder._compile_all(todo, folder, [workspace.path])
                 first = tuple(u for u, (code, _) in zip(todo, outputs, strict=True) if code == 0)
+                if any(u is host and KILLED_AFTER in out for u, (_, out) in zip(todo, outputs, strict=True)):
+                    return None  # the timeout ended it: that says nothing of the split, which the next build tries
             ending = self._template_instances(host, parts, tag) if host in first or not todo else None
         if ending is None:
             _write_once(marker, "", replace=True)

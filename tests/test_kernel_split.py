@@ -18,7 +18,7 @@ import pytest
 from cudagym_testing import NVCC_ONLY, compiled, stand_in_request, stand_in_workspace
 
 from cudagym.backends import find_toolchain
-from cudagym.build import Builder, BuildOptions
+from cudagym.build import KILLED_AFTER, Builder, BuildOptions
 from cudagym.inline_build import InlineBuilder, host_flags
 from cudagym.kernel_split import LAUNCHER_PREFIX, Refused, instances, leading_includes, mask, split
 from cudagym.results import CompileResult, Status
@@ -427,3 +427,16 @@ def test_a_template_kernel_instantiated_with_torch_s_type_compiles_whole(tmp_pat
     kernel = TEMPLATE_KERNEL.replace("(scalar_t)B", "scalar_t{}")
     source = fresh(f'#include <torch/extension.h>\n#include "half.h"\n{kernel}{host}')
     assert_compiled_whole(cache, source, workspace)
+
+
+@needs_nvcc
+def test_a_template_split_whose_host_unit_the_timeout_ended_is_tried_again_next_time(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    cache = tmp_path / "cache"
+    source = fresh(f"#include <torch/extension.h>\n{TEMPLATE_KERNEL}{TEMPLATE_HOST}")
+    _, result = builder(cache, timeout_seconds=0.01).build(request(source), workspace)
+    assert result.status is Status.COMPILE_ERROR and KILLED_AFTER in result.diagnostics, result.diagnostics
+    assert not failed_splits(cache)  # a timeout says nothing of the split
+    _, again = builder(cache).build(request(source), workspace)
+    assert again.status is Status.OK and was_split(again), again.diagnostics
