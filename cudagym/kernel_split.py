@@ -266,13 +266,18 @@ def _template_head_span(text: str) -> tuple[int, int] | None:
     """Where the template head ``text`` (masked) begins with starts and ends (after its ``>``); None where it begins
     with none or the head does not end."""
     start = _TEMPLATE_RE.match(text)
-    if start is None:
-        return None
+    end = None if start is None else _angle_end(text, start.end() - 1)
+    return None if start is None or end is None else (start.start(1), end)
+
+
+def _angle_end(text: str, opening: int) -> int | None:
+    """Where the ``<...>`` opened at ``opening`` ends (after its ``>``; parentheses nest inside), None where it
+    does not."""
     depth = 0
-    for i in range(start.end() - 1, len(text)):
+    for i in range(opening, len(text)):
         depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(text[i], 0)
         if depth == 0:
-            return start.start(1), i + 1
+            return i + 1
     return None
 
 
@@ -477,14 +482,9 @@ def instances(symbols: Iterable[str], tag: str, templates: Iterable[str]) -> str
         for match in _INSTANCE_RE.finditer(symbol):
             if match.group(1) not in launchers:
                 continue
-            depth, i = 0, match.end() - 1
-            while i < len(symbol):
-                depth += {"<": 1, ">": -1, "(": 1, ")": -1}.get(symbol[i], 0)
-                if depth == 0:
-                    break
-                i += 1
-            arguments = symbol[match.end() : i]
-            if i >= len(symbol) or not _SPELLABLE_RE.match(arguments) or _UNSPELLABLE_RE.search(arguments):
+            end = _angle_end(symbol, match.end() - 1)
+            arguments = symbol[match.end() : end - 1] if end is not None else symbol[match.end() :]
+            if end is None or not _SPELLABLE_RE.match(arguments) or _UNSPELLABLE_RE.search(arguments):
                 raise Refused(f"{match.group(1)} is used with template arguments <{arguments}>")
             uses.append(f"reinterpret_cast<void (*)()>(&{match.group(1)}<{arguments}>)")
     if not uses:
