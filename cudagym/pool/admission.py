@@ -18,9 +18,10 @@ per task key:
 
 whichever is larger, the largest ever seen for the key; until one of its jobs has ended, at least one memory slot of
 the device (``memory_slots.GIB_PER_SLOT``: what nvidia-smi sees an evaluator use while it loads says nothing of the
-peak its first stage will reach). The device's free memory and each process's use come from nvidia-smi, read by the
-pool's dispatcher outside its lock (no CUDA context in the pool's process). An evaluator whose processes nvidia-smi
-does not list (another PID namespace) counts at its full footprint.
+peak its first stage will reach), or a third of the device where that is more, so that no more than two evaluators
+of unknown size start their first jobs side by side. The device's free memory and each process's use come from
+nvidia-smi (``cudagym.device_memory``), read by the pool's dispatcher outside its lock (no CUDA context in the pool's
+process). An evaluator whose processes nvidia-smi does not list (another PID namespace) counts at its full footprint.
 
 When a new evaluator does not fit, the set closes idle evaluators, least recently used first, until it does (only
 for a task key that has no evaluator: a second one of a key never costs another key its evaluator); else the job
@@ -40,67 +41,20 @@ from __future__ import annotations
 import dataclasses
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 
-from cudagym.backends import Backend
-from cudagym.gpu_lock import nvidia_smi_rows, nvidia_smi_selector
+from cudagym.device_memory import CANDIDATE_SHARE, GIB, PROCESS_BYTES, DeviceReading, MemoryProbe
 from cudagym.memory_slots import GIB_PER_SLOT
 from cudagym.pool.jobs import TaskKey
 
 logger = logging.getLogger(__name__)
 
-GIB = 1 << 30
-MIB = 1 << 20
 DEFAULT_FOOTPRINT_BYTES = GIB_PER_SLOT * GIB  # a task key's footprint before any of its evaluators was measured
-PROCESS_BYTES = GIB  # a CUDA context and what a process loads beside its data: the reference's and a candidate's
-CANDIDATE_SHARE = 4  # a candidate's own data: this fraction of its reference's peak
+UNKNOWN_SHARE = 3  # ... or this fraction of the device, where that is more (``MemoryAdmission.unknown_bytes``)
 MARGIN_BYTES = 2 * GIB  # left free beyond a new evaluator's footprint
 OUT_OF_MEMORY_GROWTH = 1.5  # a task key's footprint grows by this much each time one of its jobs ran out of memory
 READ_EVERY_S = 2.0  # how often the device is read while the pool keeps evaluators or a job waits for one
 STALE_S = 10.0  # a reading older than this decides nothing
-
-
-@dataclasses.dataclass(frozen=True)
-class DeviceReading:
-    """One look at the device: its free and total memory and the memory each process there uses (by PID; only
-    processes nvidia-smi lists), when it was taken (``time.monotonic()``)."""
-
-    free_bytes: int
-    total_bytes: int
-    used_by_pid: dict[int, int] = dataclasses.field(default_factory=dict)
-    taken: float = dataclasses.field(default_factory=time.monotonic)
-
-    def used(self, pids: Iterable[int]) -> int:
-        """What the processes ``pids`` use together (0 for one not listed)."""
-        return sum(self.used_by_pid.get(pid, 0) for pid in pids)
-
-
-MemoryProbe = Callable[[], DeviceReading | None]
-"""Reads the device now (:class:`DeviceReading`), or None when it cannot say."""
-
-
-def nvidia_smi_probe(backend: Backend) -> MemoryProbe:
-    """The probe of ``backend``'s GPU through nvidia-smi (``gpu_lock.nvidia_smi_rows``): its free and total memory
-    and its compute processes' use."""
-    selector = nvidia_smi_selector(backend)
-
-    def read() -> DeviceReading | None:
-        memory = nvidia_smi_rows(selector, "--query-gpu=memory.free,memory.total", timeout=5.0)
-        try:
-            free, total = (int(float(value)) * MIB for value in memory[0][:2]) if memory else (None, None)
-        except ValueError:
-            return None
-        if free is None or total is None:
-            return None
-        used: dict[int, int] = {}
-        for row in nvidia_smi_rows(selector, "--query-compute-apps=pid,used_memory", timeout=5.0) or []:
-            try:
-                used[int(row[0])] = int(float(row[1])) * MIB
-            except (ValueError, IndexError):
-                continue  # "[N/A]" where the driver does not say
-        return DeviceReading(free, total, used)
-
-    return read
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,9 +128,17 @@ class MemoryAdmission:
         """The device memory an evaluator of ``key`` takes at most: measured once one of its jobs ended; before that,
         the default or more where a reading saw more (a reading taken while it loads is a floor, not its peak)."""
         measured = self.measured.get(key)
-        if measured is None:
-            return self.default_bytes
-        return measured if key in self.served else max(measured, self.default_bytes)
+        if key not in self.served:
+            return max(measured or 0, self.unknown_bytes())
+        return measured if measured is not None else self.default_bytes  # served, but nothing could be measured
+
+    def unknown_bytes(self) -> int:
+        """What an evaluator counts at until one of its key's jobs has ended: the default, or ``1 / UNKNOWN_SHARE`` of
+        the device where that is more. Two tasks of unknown size may start side by side; a third waits until one of
+        them is measured (on an 80 GB card three evaluators of 1 GiB tensors, each near 29 GiB, were let in at the
+        default together and ran it out of memory)."""
+        total = self.reading.total_bytes if self.reading is not None else 0
+        return max(self.default_bytes, total // UNKNOWN_SHARE)
 
     def closing(self, pids: Iterable[int]) -> None:
         """The processes of an evaluator being closed: what they hold counts as coming back."""

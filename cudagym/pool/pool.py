@@ -47,10 +47,11 @@ from pathlib import Path
 
 from cudagym.backends import Backend
 from cudagym.build import default_cache_dir
+from cudagym.device_memory import DeviceReading, MemoryProbe, nvidia_smi_probe
 from cudagym.eval_config import EvalConfig
 from cudagym.evaluator import Evaluator, LocalEvaluator
 from cudagym.fault_text import says_out_of_memory
-from cudagym.pool.admission import DeviceReading, MemoryAdmission, MemoryProbe, nvidia_smi_probe
+from cudagym.pool.admission import MemoryAdmission
 from cudagym.pool.compile_lane import CompileLane
 from cudagym.pool.evaluators import EvaluatorMaker, EvaluatorSet, Lease, PoolLimits, SetStats, weigh
 from cudagym.pool.fair_queue import FairQueue

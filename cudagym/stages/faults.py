@@ -1,10 +1,13 @@
 """A CUDA fault a candidate stage ran into (``cudagym.fault_text``), with the build's kernels and, where
 ``EvalConfig.fault_sanitizer`` allows it, compute-sanitizer's first finding on one call of the candidate
-(``cudagym.sanitizer``). Its result: ``results.CudaFault``."""
+(``cudagym.sanitizer``). Its result: ``results.CudaFault``. An out-of-memory error that was the machine's shortage
+rather than the candidate's (``cudagym.device_memory.shortage``) is no fault of the candidate's: the stage answers
+it with a harness error (:func:`machine_shortage`)."""
 
 from __future__ import annotations
 
 import dataclasses
+import logging
 import tempfile
 import time
 from pathlib import Path
@@ -12,9 +15,10 @@ from typing import TYPE_CHECKING
 
 from cudagym import sanitizer
 from cudagym.candidate_messages import read
+from cudagym.device_memory import nvidia_smi_probe, shortage
 from cudagym.eval_config import sanitizes_faults
 from cudagym.fault_text import find_cuda_fault
-from cudagym.results import CompileResult, CudaFault
+from cudagym.results import CompileResult, CudaFault, Status
 from cudagym.sandbox import Child, exchange_dir
 from cudagym.stages.wrapped import wrapped_run
 from cudagym.text import clean
@@ -22,6 +26,8 @@ from cudagym.workspace import Workspace
 
 if TYPE_CHECKING:
     from cudagym.evaluator import LocalEvaluator
+
+logger = logging.getLogger(__name__)
 
 
 def cuda_fault(
@@ -58,3 +64,15 @@ def sanitize(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult) 
     if summary:
         return summary
     return f"compute-sanitizer found no error in its run ({status.value}: {message or 'one call'})"[:400]
+
+
+def machine_shortage(ev: LocalEvaluator, status: Status, message: str) -> str | None:
+    """Why a candidate stage that ended in ``status`` with ``message`` ran out of device memory through no fault
+    of its own (``device_memory.shortage``, read from the device now that the candidate has ended), or None: it
+    did not run out of memory, ran out of its own accord, or the device cannot be read."""
+    if status not in (Status.RUNTIME_ERROR, Status.LOAD_ERROR) or not ev.backend.is_cuda:
+        return None
+    why = shortage(message, nvidia_smi_probe(ev.backend)(), ev.device_peak_bytes())
+    if why is not None:
+        logger.warning("%s: a candidate ran out of device memory that other processes held", ev.task.id)
+    return why

@@ -97,6 +97,9 @@ def profile(
                 phases.mark("candidate_exit")
             child = stage.child
             status, message, sig = classify(child, finished, code, ev.config.profile_timeout, stage.silent)
+            shortage = faults.machine_shortage(ev, status, message)
+            if shortage is not None:
+                status, message = Status.HARNESS_ERROR, shortage
             kernels = stage.kernels()
             ev.pool.fill()
             ncu_text = wrapped.ncu(ev, workspace, compiled) if ncu else ""
@@ -107,7 +110,8 @@ def profile(
     except RuntimeError as exc:
         return harness_failure(ProfileResult, Stage.PROFILE, exc, start)
     stderr = candidate_output(child, workspace, ev.config.output_chars)
-    fault = faults.cuda_fault(ev, workspace, compiled, child, stderr) if status is not Status.OK else None
+    own_failure = status not in (Status.OK, Status.HARNESS_ERROR)  # the machine's shortage is no fault of the code
+    fault = faults.cuda_fault(ev, workspace, compiled, child, stderr) if own_failure else None
     candidate_ms = timed.median_ms if timed else None
     findings = timing_findings(timed, ev.policy) if timed else []
     if timed:  # the precision policy, and whether a failed timed call failed its float64 bound

@@ -74,10 +74,14 @@ def verify(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult | N
                 phases.mark("candidate_exit")
             child = stage.child
             status, message, sig = classify(child, finished, code, ev.config.verify_timeout, stage.silent)
+            shortage = faults.machine_shortage(ev, status, message)
+            if shortage is not None:
+                status, message = Status.HARNESS_ERROR, shortage
     except RuntimeError as exc:
         return harness_failure(VerifyResult, Stage.VERIFY, exc, start)
     stderr = candidate_output(child, workspace, ev.config.output_chars)
-    fault = faults.cuda_fault(ev, workspace, compiled, child, stderr) if status is not Status.OK else None
+    own_failure = status not in (Status.OK, Status.HARNESS_ERROR)  # the machine's shortage is no fault of the code
+    fault = faults.cuda_fault(ev, workspace, compiled, child, stderr) if own_failure else None
     checks, findings = verify_outcome(reply, ev.policy, ev.config.check_determinism)
     if checks:  # the precision policy, and whether every check met its float64 bound
         ratios = [c.precision_ratio for c in checks]

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from cudagym.backends import resolve_backend
+from cudagym.device_memory import DeviceReading
 from cudagym.eval_config import EvalConfig
 from cudagym.pool import EvaluationPool, JobStage, PoolJob, PoolLimits
-from cudagym.pool.admission import GIB, DeviceReading, Member, MemoryAdmission
+from cudagym.pool.admission import GIB, Member, MemoryAdmission
 from cudagym.pool.jobs import task_key
 from cudagym.pool.pool import RETRIES
 from cudagym.results import Stage, Status, VerifyResult
@@ -162,26 +163,29 @@ def test_admission_counts_each_evaluator_at_its_footprint_and_closing_ones_as_fr
     admission = MemoryAdmission(lambda: None, default_bytes=11 * GIB)
     key = ("cuda", "t", "c", "s")
     other = ("cuda", "u", "c", "s")
-    # 40 GiB free; one evaluator of ``key`` holds 4 GiB now (pid 1) of its measured 30 GiB
-    admission.observe(DeviceReading(40 * GIB, 80 * GIB, {1: 4 * GIB, 2: 6 * GIB}), [Member(key, (1,))])
+    # 36 GiB free; one evaluator of ``key`` holds 4 GiB now (pid 1) of its measured 32 GiB, another process 22 GiB
+    admission.observe(DeviceReading(36 * GIB, 80 * GIB, {1: 4 * GIB, 2: 22 * GIB}), [Member(key, (1,))])
     admission.record_peak(key, 24 * GIB)  # its reference's peak: plus a candidate's share and two contexts
     assert admission.footprint(key) == 24 * GIB + 6 * GIB + 2 * GIB
-    assert admission.footprint(other) == 11 * GIB  # not measured: the default
+    assert admission.footprint(other) == 80 * GIB // 3  # not measured: a third of the device (above the default)
     room = admission.headroom([Member(key, (1,))])
-    assert room == 40 * GIB - (32 - 4) * GIB
-    assert admission.fits(other, [Member(key, (1,))]) is False  # 12 GiB free for it; it needs 11 and the margin
-    admission.closing([2])  # an evaluator being closed holds 6 GiB: they come back
+    assert room == 36 * GIB - (32 - 4) * GIB
+    assert admission.fits(other, [Member(key, (1,))]) is False  # 8 GiB free for it
+    admission.closing([2])  # an evaluator being closed holds 22 GiB: they come back
     assert admission.fits(other, [Member(key, (1,))]) is True
     assert MemoryAdmission(lambda: None).fits(other, []) is None  # no reading: nothing is decided
 
 
-def test_an_evaluator_read_while_it_loads_counts_at_least_the_default_until_a_job_of_its_key_ends() -> None:
-    # an H100 let three 29 GiB evaluators in at once: readings of 8-11 GiB taken while they loaded stood for them
+def test_an_evaluator_counts_at_least_a_third_of_the_device_until_a_job_of_its_key_ends() -> None:
+    # an H100 let three 29 GiB evaluators in at once: at the default (20 GiB) they seemed to fit
     admission = MemoryAdmission(lambda: None, default_bytes=20 * GIB)
     key, other = ("cuda", "t", "c", "s"), ("cuda", "u", "c", "s")
-    admission.observe(DeviceReading(60 * GIB, 80 * GIB, {1: 8 * GIB}), [Member(key, (1,))])
-    assert admission.footprint(key) == 20 * GIB  # not its 8 GiB
-    assert admission.fits(other, [Member(key, (1,))]) is True  # 60 - (20 - 8) = 48 GiB free for it
+    admission.observe(DeviceReading(64 * GIB, 80 * GIB, {1: 8 * GIB, 2: 8 * GIB}), [Member(key, (1,))])
+    unknown = 80 * GIB // 3  # a third of the device, more than the default
+    assert admission.footprint(key) == unknown  # not its 8 GiB
+    assert admission.fits(other, [Member(key, (1,))]) is True  # a second task of unknown size fits beside it
+    third = ("cuda", "w", "c", "s")  # a third does not: 64 - 2 * (26.7 - 8) = 26.7 GiB left, it needs 28.7
+    assert admission.fits(third, [Member(key, (1,)), Member(other, (2,))]) is False
     admission.observe(DeviceReading(40 * GIB, 80 * GIB, {1: 28 * GIB}), [Member(key, (1,))])
     assert admission.footprint(key) == 28 * GIB  # a reading above the default counts
     admission.record_peak(key, 4 * GIB)  # its first job ended: what was measured stands, small or large

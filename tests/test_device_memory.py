@@ -1,0 +1,35 @@
+"""Whose shortage a candidate's out-of-memory error was (``cudagym.device_memory``): the machine's when, with the
+candidate gone, less than its allowance was free (other processes held the device); its own otherwise. The GPU
+side (a co-tenant process that fills the device, a candidate that asks for too much) is
+``tests/gpu/test_device_shortage.py``."""
+
+from __future__ import annotations
+
+from cudagym.device_memory import GIB, PROCESS_BYTES, DeviceReading, candidate_allowance, shortage
+
+OOM = "CUDA fault while running ModelNew: CUDA out of memory. Tried to allocate 4.00 GiB"
+
+
+def test_a_candidate_may_count_on_a_context_and_a_share_of_its_references_peak() -> None:
+    assert candidate_allowance(None) == PROCESS_BYTES
+    assert candidate_allowance(20 * GIB) == PROCESS_BYTES + 5 * GIB
+
+
+def test_a_device_that_other_processes_filled_makes_the_shortage_the_machines() -> None:
+    why = shortage(OOM, DeviceReading(2 * GIB, 80 * GIB), 20 * GIB)
+    assert why is not None
+    assert "outside the candidate" in why and "2.0 of 80 GiB free" in why and "6.0 GiB" in why
+
+
+def test_a_candidate_that_asked_more_than_a_device_with_room_gave_ran_out_on_its_own() -> None:
+    # free memory beyond its allowance once it was gone: what it asked for was its own business
+    assert shortage(OOM, DeviceReading(70 * GIB, 80 * GIB), 20 * GIB) is None
+    assert shortage(OOM, DeviceReading(6 * GIB, 80 * GIB), 20 * GIB) is None  # exactly its allowance
+
+
+def test_only_an_out_of_memory_error_read_on_a_device_that_answered_is_judged() -> None:
+    # a kernel's illegal address on a full device is still the kernel's; an unreadable device leaves the error its own
+    assert (
+        shortage("CUDA fault while running ModelNew: an illegal memory access", DeviceReading(0, 80 * GIB), 0) is None
+    )
+    assert shortage(OOM, None, 20 * GIB) is None
