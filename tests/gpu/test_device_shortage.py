@@ -75,7 +75,7 @@ def test_a_modest_candidate_on_a_device_other_processes_filled_gets_a_harness_er
         assert co_tenant.stdout is not None and co_tenant.stdout.readline().strip() == b"holding"
         info = verify(env)
         assert info["status"] == "harness_error", info
-        assert "outside the candidate" in info["harness_error"], info
+        assert "outside the candidate" in info["result"]["message"], info
     finally:
         co_tenant.communicate(timeout=60)
     assert verify(env)["status"] == "ok"  # the same files, the device free again: not remembered as a failure
