@@ -16,7 +16,8 @@ A CUDA file is compiled the fastest way that means what it means, each tried onl
    torch's headers (nvcc, the file's own command), its host code in ``split/<stem>_host.cpp`` against a precompiled
    header of its leading includes (the C++ compiler, with the flags nvcc hands its host compiler). A kernel edit then
    recompiles the small device unit alone (nvcc, which has no precompiled headers, never parses torch). Where the
-   file has template kernels, the host unit is compiled first and the device unit instantiates what its object uses;
+   file has template kernels, the host unit is compiled first and the device unit instantiates what its object uses
+   (torch's scalar types among them: ``c10::Half`` and ``c10::BFloat16`` come from their own light headers);
 2. as a copy (``light/<name>``) with ``torch/types.h`` in place of ``torch/extension.h``, where
    ``cudagym.light_headers``' guard finds that the copy cannot mean something else (``BuildOptions.light_headers``);
 3. as written.
@@ -531,7 +532,7 @@ class InlineBuilder:
                 )
         host = dataclasses.replace(host, quiet=True)
         first: tuple[CompileUnit, ...] = ()
-        ending = ""
+        ending: kernel_split.Instances | None = kernel_split.Instances()
         if parts.templates:
             # the host unit compiles first, beside the request's C++ files that are not cached (main.cpp): not after
             objects = self.builder.objects_dir
@@ -545,14 +546,18 @@ class InlineBuilder:
         if ending is None:
             _write_once(marker, "", replace=True)
             return None
-        _write_once(device_path, parts.device + ending, replace=True)
+        _write_once(device_path, parts.device + ending.text, replace=True)
+        # the light headers of torch's scalar types its instances name, included before its first line
+        headers = [flag for header in ending.headers for flag in ("-include", header)]
         device = self._keyed(
-            device_path, "cu", [*unit.command[:-1], str(device_path)], folder, workspace, header_digest
+            device_path, "cu", [*unit.command[:-1], *headers, str(device_path)], folder, workspace, header_digest
         )
         return _Way(SPLIT, (dataclasses.replace(device, quiet=True), host), marker, compiled_first=first)
 
-    def _template_instances(self, host: CompileUnit, parts: kernel_split.Split, tag: str) -> str | None:
-        """The end of a device unit with template kernels: the instances of their launchers that the host unit uses
+    def _template_instances(
+        self, host: CompileUnit, parts: kernel_split.Split, tag: str
+    ) -> kernel_split.Instances | None:
+        """What a device unit with template kernels needs: the instances of their launchers that the host unit uses
         (``kernel_split.instances``), read from its object; None where the host unit failed to compile or an instance
         cannot be spelt in the device unit (the file is then compiled the next way)."""
         obj = self.builder.objects_dir / f"{host.key}.o"

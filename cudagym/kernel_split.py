@@ -469,28 +469,45 @@ _INSTANCE_RE = re.compile(rf"\b({LAUNCHER_PREFIX}[A-Za-z0-9_]+)<")
 # template arguments the device unit can spell (types and constants of its own or the language's); torch's are not
 _SPELLABLE_RE = re.compile(r"^[A-Za-z0-9_ :*&,<>()\-+.]+$")
 _UNSPELLABLE_RE = re.compile(r"\b(c10|at|torch|caffe2|pybind11|anonymous|lambda|unnamed)\b|\bstd::(__|_[A-Z])")
+# torch's scalar types (as AT_DISPATCH_..._AND_HALF/BFLOAT16 instantiate kernels with them) and the light headers that
+# define them: a device unit whose instances name one includes its header first, not torch/extension.h
+SCALAR_HEADERS = {"c10::Half": "c10/util/Half.h", "c10::BFloat16": "c10/util/BFloat16.h"}
+_SCALAR_RE = re.compile(r"\bc10::(?:Half|BFloat16)\b")
 
 
-def instances(symbols: Iterable[str], tag: str, templates: Iterable[str]) -> str:
-    """The text that ends a device unit: explicit uses of the instances of its template kernels' launchers that
-    ``symbols`` (the host object's undefined symbols, demangled) name, which makes the device object define them;
-    "" where there are none. Raises :class:`Refused` where an instance's arguments cannot be spelt in the device unit
-    (torch's types among them)."""
+@dataclasses.dataclass(frozen=True)
+class Instances:
+    """What a device unit with template kernels needs for the host unit's instances of them: ``text`` ends it
+    (explicit uses that make its object define them; "" where there are none), ``headers`` it includes first (the
+    light headers of torch's scalar types that the instances name, ``SCALAR_HEADERS``)."""
+
+    text: str = ""
+    headers: tuple[str, ...] = ()
+
+
+def instances(symbols: Iterable[str], tag: str, templates: Iterable[str]) -> Instances:
+    """The instances of a device unit's template kernels' launchers that ``symbols`` (the host object's undefined
+    symbols, demangled) name (:class:`Instances`). Raises :class:`Refused` where an instance's arguments cannot be
+    spelt in the device unit (a type of torch's other than its scalar types, an anonymous one)."""
     launchers = {_launcher(tag, name) for name in templates}
-    uses = []
+    uses, headers = [], set()
     for symbol in symbols:
         for match in _INSTANCE_RE.finditer(symbol):
             if match.group(1) not in launchers:
                 continue
             end = _angle_end(symbol, match.end() - 1)
             arguments = symbol[match.end() : end - 1] if end is not None else symbol[match.end() :]
-            if end is None or not _SPELLABLE_RE.match(arguments) or _UNSPELLABLE_RE.search(arguments):
+            scalars = _SCALAR_RE.findall(arguments)
+            rest = _SCALAR_RE.sub("", arguments)
+            if end is None or not _SPELLABLE_RE.match(arguments) or _UNSPELLABLE_RE.search(rest):
                 raise Refused(f"{match.group(1)} is used with template arguments <{arguments}>")
+            headers.update(SCALAR_HEADERS[name] for name in scalars)
             uses.append(f"reinterpret_cast<void (*)()>(&{match.group(1)}<{arguments}>)")
     if not uses:
-        return ""
+        return Instances()
     listed = ", ".join(sorted(set(uses)))
-    return f"\n__attribute__((used)) static void (*const cudagym_instances_{tag}[])() = {{{listed}}};\n"
+    text = f"\n__attribute__((used)) static void (*const cudagym_instances_{tag}[])() = {{{listed}}};\n"
+    return Instances(text, tuple(sorted(headers)))
 
 
 _ANGLE_INCLUDE_RE = re.compile(r"^[ \t]*#[ \t]*include[ \t]*<[^<>\n]+>[ \t]*$")

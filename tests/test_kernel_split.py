@@ -20,7 +20,7 @@ from cudagym_testing import NVCC_ONLY, compiled, stand_in_request, stand_in_work
 from cudagym.backends import find_toolchain
 from cudagym.build import KILLED_AFTER, Builder, BuildOptions
 from cudagym.inline_build import InlineBuilder, host_flags
-from cudagym.kernel_split import LAUNCHER_PREFIX, Refused, instances, leading_includes, mask, split
+from cudagym.kernel_split import LAUNCHER_PREFIX, Instances, Refused, instances, leading_includes, mask, split
 from cudagym.results import CompileResult, Status
 from cudagym.workspace import Workspace
 
@@ -125,9 +125,15 @@ def test_a_template_kernel_gets_a_template_launcher_and_its_launches_keep_their_
     assert "} template <typename scalar_t, int B = 32> __attribute__" in device[1]
     # what the host object leaves undefined (nm -C) becomes the device unit's explicit uses; torch's types cannot be
     symbols = [f"                 U void {launcher}<double, 32>(dim3, dim3, unsigned long, CUstream_st*, double*, int)"]
-    assert f"&{launcher}<double, 32>)" in instances(symbols, "t4", parts.templates)
-    assert instances(["                 U cudaLaunchKernel"], "t4", parts.templates) == ""
-    for unspellable in ("c10::Half, 32", "(anonymous namespace)::T, 32"):
+    made = instances(symbols, "t4", parts.templates)
+    assert f"&{launcher}<double, 32>)" in made.text and made.headers == ()
+    assert instances(["                 U cudaLaunchKernel"], "t4", parts.templates) == Instances()
+    # torch's scalar types come from their light headers, included first; its other types cannot be spelt
+    half = instances([f"U void {launcher}<c10::Half, 32>(dim3)", f"U void {launcher}<c10::BFloat16, 8>(dim3)"], "t4",
+                     parts.templates)  # fmt: skip
+    assert f"&{launcher}<c10::Half, 32>)" in half.text and f"&{launcher}<c10::BFloat16, 8>)" in half.text
+    assert half.headers == ("c10/util/BFloat16.h", "c10/util/Half.h")
+    for unspellable in ("c10::complex<float>, 32", "at::Tensor, 32", "(anonymous namespace)::T, 32"):
         with pytest.raises(Refused):
             instances([f"U void {launcher}<{unspellable}>(dim3)"], "t4", parts.templates)
 
@@ -420,13 +426,24 @@ def test_a_template_kernel_is_split_its_instances_made_for_the_host_unit_and_an_
 
 
 @needs_nvcc
-def test_a_template_kernel_instantiated_with_torch_s_type_compiles_whole(tmp_path: Path, workspace: Workspace) -> None:
-    (workspace.path / "fake" / "half.h").write_text("#pragma once\nnamespace c10 { struct Half { float v; }; }\n")
+def test_a_template_kernel_instantiated_with_torch_s_half_is_split_and_its_device_unit_includes_half_alone(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    # as AT_DISPATCH_FLOATING_TYPES_AND_HALF instantiates a kernel: c10::Half, which torch/extension.h brings to the
+    # file and the host unit; the device unit gets the type's own header (a stand-in here), never torch's
+    (workspace.path / "fake" / "c10" / "util").mkdir(parents=True)
+    (workspace.path / "fake" / "c10" / "util" / "Half.h").write_text(
+        "#pragma once\nnamespace c10 {\n"
+        "struct Half { unsigned short x; __host__ __device__ Half(float v) : x(v) {} };\n}\n"
+    )
     cache = tmp_path / "cache"
     host = "int host_value(void* y) { tk<c10::Half><<<1, 32>>>((c10::Half*)y, 4); return heavy_value(); }\n"
-    kernel = TEMPLATE_KERNEL.replace("(scalar_t)B", "scalar_t{}")
-    source = fresh(f'#include <torch/extension.h>\n#include "half.h"\n{kernel}{host}')
-    assert_compiled_whole(cache, source, workspace)
+    source = fresh(f"#include <torch/extension.h>\n#include <c10/util/Half.h>\n{TEMPLATE_KERNEL}{host}")
+    _, result = builder(cache).build(request(source), workspace)
+    assert result.status is Status.OK and was_split(result) and not failed_splits(cache), result.diagnostics
+    assert any("-include c10/util/Half.h" in command and "split/cuda.cu" in command for command in result.commands)
+    used, defined = symbols(sorted((cache / "objects").glob("*.o")))
+    assert len(used) == 1 and used <= defined  # the launcher's <c10::Half, 32> instance
 
 
 @needs_nvcc
