@@ -25,7 +25,10 @@ from cudagym.gpu_lock import nvidia_smi_rows, nvidia_smi_selector
 GIB = 1 << 30
 MIB = 1 << 20
 PROCESS_BYTES = GIB  # a CUDA context and what a process loads beside its data: the reference's and a candidate's
-CANDIDATE_SHARE = 4  # a candidate's own data: this fraction of its reference process's peak
+# A candidate's own data, in halves of its reference process's peak: a candidate holds its input sets, outputs and their
+# poisoned copies, as much as or more than the reference (nvidia-smi saw candidates of the default tasks take 17-18 GB
+# beside references of 12-14 GB, and leaky_relu's 30.6 GiB), so three halves of the peak
+CANDIDATE_HALVES = 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +75,9 @@ def nvidia_smi_probe(backend: Backend) -> MemoryProbe:
 
 
 def candidate_allowance(reference_peak: int | None) -> int:
-    """The device memory a candidate may count on: a CUDA context and its own data, a share of what its task's
-    reference process reserved at most (``PROCESS_BYTES`` alone while that is unknown)."""
-    return PROCESS_BYTES + (reference_peak or 0) // CANDIDATE_SHARE
+    """The device memory a candidate may count on: a CUDA context and its own data, one and a half times what its
+    task's reference process reserved at most (``PROCESS_BYTES`` alone while that is unknown)."""
+    return PROCESS_BYTES + (reference_peak or 0) * CANDIDATE_HALVES // 2
 
 
 def shortage(error: str, reading: DeviceReading | None, reference_peak: int | None) -> str | None:

@@ -43,7 +43,7 @@ import logging
 import time
 from collections.abc import Iterable
 
-from cudagym.device_memory import CANDIDATE_SHARE, GIB, PROCESS_BYTES, DeviceReading, MemoryProbe
+from cudagym.device_memory import GIB, PROCESS_BYTES, DeviceReading, MemoryProbe, candidate_allowance
 from cudagym.memory_slots import GIB_PER_SLOT
 from cudagym.pool.jobs import TaskKey
 
@@ -105,7 +105,7 @@ class MemoryAdmission:
         """Records an evaluator's reference process's peak reservation after a job (None: it could not say)."""
         self.served.add(key)
         if reference_peak:
-            footprint = reference_peak + reference_peak // CANDIDATE_SHARE + 2 * PROCESS_BYTES
+            footprint = PROCESS_BYTES + reference_peak + candidate_allowance(reference_peak)
             self._measure(key, footprint, "its reference process's peak")
 
     def _measure(self, key: TaskKey, nbytes: int, what: str) -> None:

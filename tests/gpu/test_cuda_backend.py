@@ -337,13 +337,21 @@ __global__ void relu_kernel(const scalar_t* x, scalar_t* y, long n) {""",
     relu_kernel<scalar_t><<<(n + 255) / 256, 256>>>(x.data_ptr<scalar_t>(), y.data_ptr<scalar_t>(), n);
   }));""",
     )
+    .replace("x[i] > 0.f ? x[i] : 0.f", "x[i] > scalar_t(0) ? x[i] : scalar_t(0)")  # no float mixed with Half
     .replace("single_file_relu", "single_file_template_relu")
 )
+# instantiated with torch's c10::Half too: the split's device unit includes c10/util/Half.h alone
+LOAD_INLINE_TEMPLATE_HALF = LOAD_INLINE_TEMPLATE.replace(
+    "AT_DISPATCH_FLOATING_TYPES(", "AT_DISPATCH_FLOATING_TYPES_AND_HALF("
+).replace("single_file_template_relu", "single_file_template_half_relu")
 
 
-@pytest.mark.parametrize("source", [LOAD_INLINE, LOAD_INLINE_TEMPLATE], ids=["plain", "template"])
+@pytest.mark.parametrize(
+    "source", [LOAD_INLINE, LOAD_INLINE_TEMPLATE, LOAD_INLINE_TEMPLATE_HALF], ids=["plain", "template", "half"]
+)
 def test_single_file_load_inline_solution(env: CudaKernelEnv, source: str) -> None:
-    assert "<<<" in source and ("template" in source) == (source is LOAD_INLINE_TEMPLATE)
+    assert "<<<" in source and ("template" in source) == (source is not LOAD_INLINE)
+    assert ("_AND_HALF" in source) == (source is LOAD_INLINE_TEMPLATE_HALF)
     env.reset(options={"task_id": RELU})
     assert env.step(tool_call("write_file", path="model_new.py", content=source))[4]["status"] == "ok"
     obs, _, _, _, info = env.step(tool_call("compile"))

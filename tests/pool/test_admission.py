@@ -165,8 +165,8 @@ def test_admission_counts_each_evaluator_at_its_footprint_and_closing_ones_as_fr
     other = ("cuda", "u", "c", "s")
     # 36 GiB free; one evaluator of ``key`` holds 4 GiB now (pid 1) of its measured 32 GiB, another process 22 GiB
     admission.observe(DeviceReading(36 * GIB, 80 * GIB, {1: 4 * GIB, 2: 22 * GIB}), [Member(key, (1,))])
-    admission.record_peak(key, 24 * GIB)  # its reference's peak: plus a candidate's share and two contexts
-    assert admission.footprint(key) == 24 * GIB + 6 * GIB + 2 * GIB
+    admission.record_peak(key, 12 * GIB)  # its reference's peak: plus a candidate's allowance and two contexts
+    assert admission.footprint(key) == 12 * GIB + 18 * GIB + 2 * GIB
     assert admission.footprint(other) == 80 * GIB // 3  # not measured: a third of the device (above the default)
     room = admission.headroom([Member(key, (1,))])
     assert room == 36 * GIB - (32 - 4) * GIB
@@ -193,7 +193,7 @@ def test_an_evaluator_counts_at_least_a_third_of_the_device_until_a_job_of_its_k
     small = ("cuda", "v", "c", "s")
     admission.observe(DeviceReading(70 * GIB, 80 * GIB, {2: 2 * GIB}), [Member(small, (2,))])
     admission.record_peak(small, 2 * GIB)
-    assert admission.footprint(small) == 2 * GIB + 2 * GIB // 4 + 2 * GIB  # measured below the default: that
+    assert admission.footprint(small) == 2 * GIB + 3 * GIB + 2 * GIB  # measured below the default: that
 
 
 def test_no_idle_evaluator_is_closed_when_closing_every_idle_one_would_not_make_room() -> None:
