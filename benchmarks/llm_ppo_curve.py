@@ -66,6 +66,7 @@ def main() -> None:
     add("--max-turns", type=int, default=6)
     add("--max-new-tokens", type=int, default=1024)
     add("--sft-epochs", type=int, default=20)
+    add("--sft-lr", type=float, default=None, help="the actor's learning rate in RFT (default: --actor-lr)")
     add("--value-epochs", type=int, default=4)
     add("--actor-lr", type=float, default=1e-4)
     add("--critic-lr", type=float, default=1e-4)
@@ -91,6 +92,7 @@ def main() -> None:
         actor_lr=args.actor_lr,
         critic_lr=args.critic_lr,
         sft_epochs=args.sft_epochs,
+        sft_lr=args.sft_lr,
         value_epochs=args.value_epochs,
     )
     policy = load_policy(

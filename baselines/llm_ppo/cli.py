@@ -41,6 +41,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     add("--epochs", type=int, default=1, help="PPO passes over each batch")
     add("--minibatch", type=int, default=4, help="sequences per optimiser step")
     add("--sft-epochs", type=int, default=2)
+    add("--sft-lr", type=float, help="the actor's learning rate in RFT (default: --actor-lr)")
     add("--value-epochs", type=int, default=4)
     add("--temperature", type=float, default=1.0)
     add("--device", default="auto")
@@ -67,6 +68,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         max_context_tokens=args.max_context_tokens,
         temperature=args.temperature,
         sft_epochs=args.sft_epochs,
+        sft_lr=args.sft_lr,
         value_epochs=args.value_epochs,
     )
     eval_config = None

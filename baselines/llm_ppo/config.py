@@ -39,6 +39,9 @@ class PPOSettings:
         temperature: sampling temperature of the rollouts.
         whiten_advantages: normalise advantages over a batch's assistant tokens.
         sft_epochs: passes over the RFT data.
+        sft_lr: the actor's learning rate in RFT (None: ``actor_lr``). RFT data is often a few trajectories, an
+            optimiser step or two an epoch, so a small model from scratch needs a larger rate to learn to copy them
+            than PPO's updates can take.
         value_epochs: passes over the recorded returns in value pretraining.
     """
 
@@ -58,6 +61,7 @@ class PPOSettings:
     temperature: float = 1.0
     whiten_advantages: bool = True
     sft_epochs: int = 2
+    sft_lr: float | None = None
     value_epochs: int = 4
 
     def __post_init__(self) -> None:
@@ -68,6 +72,9 @@ class PPOSettings:
         for name in ("epochs", "minibatch", "max_new_tokens", "max_context_tokens", "sft_epochs", "value_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name in ("actor_lr", "critic_lr", "sft_lr"):
+            if (value := getattr(self, name)) is not None and value <= 0:
+                raise ValueError(f"{name} must be > 0, got {value}")
         if self.temperature <= 0:
             raise ValueError(f"temperature must be > 0, got {self.temperature}")
 

@@ -202,7 +202,7 @@ def rejection_finetune(
     as ``cudagym rft-export --format hf`` writes it; its filter chose the good trajectories)."""
     start = time.monotonic()
     trajectories = _trajectories(renderer, data)
-    optimiser = _optimiser(policy.actor, settings.actor_lr)
+    optimiser = _optimiser(policy.actor, settings.actor_lr if settings.sft_lr is None else settings.sft_lr)
     history = []
     policy.actor.train()
     for epoch in range(settings.sft_epochs):

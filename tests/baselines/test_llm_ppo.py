@@ -210,6 +210,8 @@ def test_settings_and_specs_refuse_bad_values(tmp_path: Path) -> None:
 
     with pytest.raises(ValueError, match="clip_low"):
         PPOSettings(clip_low=1.5)
+    with pytest.raises(ValueError, match="sft_lr"):
+        PPOSettings(sft_lr=0.0)
     with pytest.raises(ValueError, match="envs"):
         RecipeSpec(out=tmp_path, envs=0)
     with pytest.raises(FileNotFoundError, match="not a checkpoint"):
@@ -292,6 +294,38 @@ def test_the_command_line_runs_a_stage_from_a_checkpoint(run: Run, tmp_path: Pat
     assert "value" in printed and str(tmp_path / "value") in printed
     assert (tmp_path / "value" / "critic" / "config.json").exists()
     assert json.loads((tmp_path / "curve.json").read_text())[0]["stage"] == "value"
+
+
+def test_rft_learns_at_its_own_rate_where_one_is_given(tmp_path: Path) -> None:
+    """``sft_lr`` is RFT's learning rate, ``actor_lr`` only where it is None: the same data and start give the same
+    actor whichever of the two carries the rate."""
+    from cudagym.baselines.llm_ppo import PPOSettings, load_policy
+    from cudagym.baselines.llm_ppo.artefacts import RunLog
+    from cudagym.baselines.llm_ppo.render import ChatRenderer
+    from cudagym.baselines.llm_ppo.stages import rejection_finetune
+    from cudagym.baselines.llm_ppo.tiny import tiny_corpus
+    from cudagym.tasks import load
+    from cudagym.tools import tool_schemas
+
+    messages = [{"role": "user", "content": "write relu"}, {"role": "assistant", "content": "done"}]
+    data = tmp_path / "rft.jsonl"
+    data.write_text(json.dumps({"messages": messages, "metadata": {"reward": 1.0, "task_id": RELU}}) + "\n")
+    corpus = tiny_corpus(load("builtin", ids=[RELU]))
+    actors = {}
+    for name, settings in {
+        "actor_lr": PPOSettings(minibatch=1, sft_epochs=2, actor_lr=1e-2),
+        "sft_lr": PPOSettings(minibatch=1, sft_epochs=2, actor_lr=1e-9, sft_lr=1e-2),
+        "slow": PPOSettings(minibatch=1, sft_epochs=2, actor_lr=1e-2, sft_lr=1e-9),
+    }.items():
+        torch.manual_seed(0)
+        policy = load_policy("tiny", corpus=corpus, device="cpu")
+        renderer = ChatRenderer(policy.tokenizer, tool_schemas("openai"))
+        start = {k: v.detach().clone() for k, v in policy.actor.named_parameters()}
+        rejection_finetune(policy, renderer, [data], settings, out=tmp_path / name, log=RunLog(tmp_path / name))
+        actors[name] = {k: v.detach() for k, v in policy.actor.named_parameters()}
+        moved = max((actors[name][k] - start[k]).abs().max().item() for k in start)
+        assert (moved < 1e-6) == (name == "slow"), (name, moved)
+    assert all(torch.allclose(actors["actor_lr"][k], actors["sft_lr"][k]) for k in actors["actor_lr"])
 
 
 @pytest.mark.skipif(importlib.util.find_spec("peft") is None, reason="needs peft (LoRA)")
