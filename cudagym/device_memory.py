@@ -26,8 +26,7 @@ GIB = 1 << 30
 MIB = 1 << 20
 PROCESS_BYTES = GIB  # a CUDA context and what a process loads beside its data: the reference's and a candidate's
 # A candidate's own data, in halves of its reference process's peak: a candidate holds its input sets, outputs and their
-# poisoned copies, as much as or more than the reference (nvidia-smi saw candidates of the default tasks take 17-18 GB
-# beside references of 12-14 GB, and leaky_relu's 30.6 GiB), so three halves of the peak
+# poisoned copies, as much data as its reference or more (docs/pool.md has the readings), so three halves of the peak
 CANDIDATE_HALVES = 3
 
 
