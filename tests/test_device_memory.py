@@ -23,8 +23,8 @@ def test_a_device_that_other_processes_filled_makes_the_shortage_the_machines() 
 
 def test_a_large_candidate_whose_own_data_was_most_of_what_was_free_is_the_machines_shortage() -> None:
     # leaky_relu's case on an H100 beside other evaluators: the candidate held 30.6 GiB and asked for 2 more with 1.6
-    # GiB free, so 32.2 GiB were free once it was gone; its reference had reserved 22 GiB at most (an honest candidate
-    # of that task needs up to 34 GiB)
+    # GiB free, so 32.2 GiB were free once it was gone. Its reference's peak was not logged; with a reference of 22
+    # GiB (an honest candidate of the task needing up to 34 GiB) the shortage is the machine's
     assert shortage(OOM, DeviceReading(int(32.2 * GIB), 80 * GIB), 22 * GIB) is not None
 
 
