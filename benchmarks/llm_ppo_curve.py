@@ -8,7 +8,9 @@ after on the tasks it trained on and on held-out ones.
 (the CPU form: mechanics only; docs/ppo.md has the H200 command)
 
 Tasks: the built-in tasks with a reference solution for the backend, in id order; the first ``--train-tasks`` are
-played by the RL stages and by the scripted agent (the RFT data), the next ``--held-out`` are only measured. The
+played by the RL stages and by the scripted agent (the RFT data), the next ``--held-out`` are only measured
+(``--task`` and ``--held-out-task`` name them instead: a policy must fit a whole solution file in one message of
+``--max-new-tokens``, so the tasks with short solutions suit a short run). The
 model is the tiny Qwen3 built here (``--hidden``, ``--layers``), or ``--model NAME`` (a local folder or a cached Hub
 model). Before and after the recipe, ``--eval-episodes`` sampled episodes per task group are played without updates;
 their mean episode reward is the "policy" table. The run's artefacts are under ``--out``. Prints two tables.
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import logging
 import platform
 import statistics
 import time
@@ -34,19 +37,32 @@ from cudagym.harness.timing import TimingConfig
 from cudagym.tasks import load
 from cudagym.tools import tool_schemas
 
+logger = logging.getLogger("llm_ppo_curve")
 
-def mean_reward(
-    policy: Any, envs: list[Any], task_ids: list[str], episodes: int, settings: PPOSettings, turns: int
-) -> float:
-    """The mean return of ``episodes`` sampled episodes per task (no update)."""
+
+def _quiet_progress_bars() -> None:
+    """Checkpoints are saved every stage; transformers' shard-writing bars would bury the log."""
+    try:
+        from transformers.utils import logging as hf_logging
+    except ImportError:
+        return
+    hf_logging.disable_progress_bar()
+
+
+def mean_rewards(
+    policy: Any, envs: list[Any], groups: dict[str, list[str]], episodes: int, settings: PPOSettings, turns: int
+) -> dict[str, float]:
+    """Per group of tasks, the mean return of ``episodes`` sampled episodes per task (no update). The groups' episodes
+    share the environments, so a batch of turns serves all of them at once."""
     renderer = ChatRenderer(policy.tokenizer, tool_schemas("openai"))
-    queue = [task for task in task_ids for _ in range(episodes)]
-    returns = []
+    queue = [(name, task) for name, ids in groups.items() for task in ids for _ in range(episodes)]
+    returns: dict[str, list[float]] = {name: [] for name, ids in groups.items() if ids}
     while queue:
         batch, queue = queue[: len(envs)], queue[len(envs) :]
-        for trajectory in collect(policy, renderer, envs[: len(batch)], batch, settings, max_turns=turns):
-            returns.append(trajectory.episode_return)
-    return statistics.fmean(returns)
+        played = collect(policy, renderer, envs[: len(batch)], [task for _, task in batch], settings, max_turns=turns)
+        for (name, _), trajectory in zip(batch, played, strict=True):
+            returns[name].append(trajectory.episode_return)
+    return {name: statistics.fmean(values) for name, values in returns.items()}
 
 
 def main() -> None:
@@ -58,8 +74,10 @@ def main() -> None:
     add("--model", default=TINY_MODEL)
     add("--hidden", type=int, default=256, help="tiny model hidden size")
     add("--layers", type=int, default=4, help="tiny model layers")
-    add("--train-tasks", type=int, default=4)
-    add("--held-out", type=int, default=2)
+    add("--train-tasks", type=int, default=4, help="how many tasks to train on, the first in id order")
+    add("--held-out", type=int, default=2, help="how many tasks to hold out, the next in id order")
+    add("--task", action="append", default=[], help="a task to train on, by id (repeat; overrides --train-tasks)")
+    add("--held-out-task", action="append", default=[], help="a held-out task, by id (repeat; overrides --held-out)")
     add("--single-turn-steps", type=int, default=2)
     add("--agentic-steps", type=int, default=8)
     add("--envs", type=int, default=8)
@@ -70,16 +88,26 @@ def main() -> None:
     add("--value-epochs", type=int, default=4)
     add("--actor-lr", type=float, default=1e-4)
     add("--critic-lr", type=float, default=1e-4)
+    add("--temperature", type=float, default=1.0, help="sampling temperature of every episode (RL and measurement)")
     add("--eval-episodes", type=int, default=4, help="sampled episodes per task, before and after")
     add("--fast-timing", action="store_true", help="short timing and no torch.compile baseline")
     add("--seed", type=int, default=0)
     add("--out", type=Path, default=Path("llm_ppo_curve_out"))
     args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
+    _quiet_progress_bars()
 
     backend = resolve_backend(args.backend).name
     tasks = [task for task in load("builtin") if backend in task.solutions]
     train = [t.id for t in tasks[: args.train_tasks]]
     held = [t.id for t in tasks[args.train_tasks : args.train_tasks + args.held_out]]
+    if args.task or args.held_out_task:
+        known = {t.id for t in tasks}
+        unknown = [name for name in args.task + args.held_out_task if name not in known]
+        if unknown:
+            raise SystemExit(f"not a built-in task with a {backend} solution: {', '.join(unknown)}")
+        train = args.task or train
+        held = args.held_out_task or [t.id for t in tasks if t.id not in train][: args.held_out]
     if not train:
         raise SystemExit(f"no built-in task has a {backend} solution")
     eval_config = None
@@ -94,6 +122,7 @@ def main() -> None:
         sft_epochs=args.sft_epochs,
         sft_lr=args.sft_lr,
         value_epochs=args.value_epochs,
+        temperature=args.temperature,
     )
     policy = load_policy(
         args.model,
@@ -106,11 +135,9 @@ def main() -> None:
     envs = [factory() for _ in range(args.envs)]
     start = time.monotonic()
     try:
-        before = {
-            name: mean_reward(policy, envs, ids, args.eval_episodes, settings, args.max_turns)
-            for name, ids in (("train", train), ("held-out", held))
-            if ids
-        }
+        groups = {"train": train, "held-out": held}
+        before = mean_rewards(policy, envs, groups, args.eval_episodes, settings, args.max_turns)
+        logger.info("untrained policy: %s (%.0f s in)", before, time.monotonic() - start)
         spec = RecipeSpec(
             out=args.out,
             model=args.model,
@@ -127,11 +154,8 @@ def main() -> None:
             seed=args.seed,
         )
         report = run_recipe(spec, policy)
-        after = {
-            name: mean_reward(policy, envs, ids, args.eval_episodes, settings, args.max_turns)
-            for name, ids in (("train", train), ("held-out", held))
-            if ids
-        }
+        after = mean_rewards(policy, envs, groups, args.eval_episodes, settings, args.max_turns)
+        logger.info("after the recipe: %s (%.0f s in)", after, time.monotonic() - start)
     finally:
         for env in envs:
             env.close()

@@ -118,10 +118,15 @@ def check_task(
     cache_dir: str | Path | None = None,
     reference: ReferenceProcess | None = None,
     slots: DeviceSlots | None = None,
+    time_eager: bool = True,
 ) -> TaskCheck:
     """Runs the checks for one task (at the sizes it was loaded with) and stores its input verdict. With ``slots``,
     the eager time is measured in a request of its own inside ``slots.timing`` and the rest inside ``slots.work``,
-    so that only the timing keeps other processes off the device (the synthesis filters check many tasks at once)."""
+    so that only the timing keeps other processes off the device (the synthesis filters check many tasks at once).
+    ``time_eager=False`` (with ``slots``): no eager time here (``eager_ms`` is None), for a caller that times eager
+    later in a hold of the exclusive slot it shares with other timings (and records it with :func:`remember_eager`)."""
+    if not time_eager and slots is None:
+        raise ValueError("time_eager=False needs slots: without them the eager time comes with the checks")
     config = config or EvalConfig()
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
     timing = resolve_timing(config.timing, backend, folder, find_toolchain().nvcc)  # the evaluator's method
@@ -150,10 +155,11 @@ def check_task(
                 known = {kind: KindProbe.from_report(report.part(kind)) for kind in checked}
                 inputs = probe_verdict(ref, declared, atol, rtol, sets=runs, known=known)
             if slots is not None:
-                with slots.timing():
-                    eager = ref.call(Baseline(key="check", mode="eager", timing=dataclasses.asdict(timing)))
+                if time_eager:
+                    with slots.timing():
+                        eager = ref.call(Baseline(key="check", mode="eager", timing=dataclasses.asdict(timing)))
+                    report = dataclasses.replace(report, eager_ms=eager.median_ms)
                 ref.call(Drop(key="check"))
-                report = dataclasses.replace(report, eager_ms=eager.median_ms)
         finally:
             if own:
                 ref.close()
@@ -172,11 +178,12 @@ def check_task(
         inputs=inputs,
         eager_ms=report.eager_ms,
     )
-    _remember_eager(task, backend, report.eager_ms, folder)
+    remember_eager(task, backend, report.eager_ms, folder)
     return result
 
 
-def _remember_eager(task: Task, backend: Backend, eager_ms: float | None, cache_dir: Path) -> None:
+def remember_eager(task: Task, backend: Backend, eager_ms: float | None, cache_dir: Path) -> None:
+    """Keeps ``task``'s measured eager time on this device in the cache (``eager/``); None keeps nothing."""
     if eager_ms is None:
         return
     folder = cache_dir / "eager"

@@ -31,7 +31,7 @@ from cudagym.harness.protocol import Baseline, CompileReference, Drop, Prepare
 from cudagym.harness.timing import TimingConfig
 from cudagym.reference_process import ReferenceProcess
 from cudagym.synth.records import DropReason, Verdict
-from cudagym.tasks.checks import DeviceSlots, TaskCheck, check_task
+from cudagym.tasks.checks import DeviceSlots, TaskCheck, check_task, remember_eager
 from cudagym.tasks.task import Task
 
 logger = logging.getLogger(__name__)
@@ -80,8 +80,8 @@ class FilterConfig:
         return cls(**{"min_ms": low, "max_ms": high, **options})  # type: ignore[arg-type]
 
 
-def verdict_of_check(check: TaskCheck, config: FilterConfig) -> Verdict:
-    """The verdict the task checks give, before torch.compile."""
+def verdict_of_checks(check: TaskCheck) -> Verdict:
+    """The verdict of the task checks alone (execution, finiteness, determinism, shortcuts), whatever the time."""
     if check.error:
         if says_out_of_memory(check.error):
             return Verdict(DropReason.OUT_OF_MEMORY, check.error)
@@ -92,13 +92,24 @@ def verdict_of_check(check: TaskCheck, config: FilterConfig) -> Verdict:
         return Verdict(DropReason.NONDETERMINISTIC, "two runs on the same input differ", check.eager_ms)
     if check.degenerate:
         return Verdict(DropReason.DEGENERATE, check.verdict, check.eager_ms)
-    if check.eager_ms is None:
-        return Verdict(DropReason.DOES_NOT_EXECUTE, "no eager time measured")
-    if check.eager_ms < config.min_ms:
-        return Verdict(DropReason.TOO_FAST, f"eager {check.eager_ms:.3g} ms < {config.min_ms} ms", check.eager_ms)
-    if check.eager_ms > config.max_ms:
-        return Verdict(DropReason.TOO_SLOW, f"eager {check.eager_ms:.3g} ms > {config.max_ms} ms", check.eager_ms)
     return Verdict(eager_ms=check.eager_ms)
+
+
+def verdict_of_window(eager_ms: float | None, config: FilterConfig) -> Verdict:
+    """Whether the eager time ``eager_ms`` lies in the window."""
+    if eager_ms is None:
+        return Verdict(DropReason.DOES_NOT_EXECUTE, "no eager time measured")
+    if eager_ms < config.min_ms:
+        return Verdict(DropReason.TOO_FAST, f"eager {eager_ms:.3g} ms < {config.min_ms} ms", eager_ms)
+    if eager_ms > config.max_ms:
+        return Verdict(DropReason.TOO_SLOW, f"eager {eager_ms:.3g} ms > {config.max_ms} ms", eager_ms)
+    return Verdict(eager_ms=eager_ms)
+
+
+def verdict_of_check(check: TaskCheck, config: FilterConfig) -> Verdict:
+    """The verdict the task checks give, with the eager time they measured, before torch.compile."""
+    verdict = verdict_of_checks(check)
+    return verdict if not verdict.passed else verdict_of_window(check.eager_ms, config)
 
 
 class ExecutionFilter:
@@ -128,30 +139,39 @@ class ExecutionFilter:
         return self._reference
 
     def judge(self, task: Task) -> Verdict:
-        """The task's verdict: the checks, the window, then torch.compile.
+        """The task's verdict: the checks, then torch.compile's code generation, then the timings, then the window.
+
+        A candidate holds the device's exclusive slot once, for its eager and its torch.compile timing together:
+        every exclusive hold makes the other workers' device work wait until the shared holders have drained, so
+        one hold per candidate instead of two is what lets many workers share one GPU. The price: code generation
+        runs before the eager time is known, so a candidate outside the window costs its torch.compile too (the
+        composer sizes candidates for the window, so such drops are few).
 
         Device memory is shared by every worker's reference process: one that ran out of it gives back what it holds
-        and checks the task once more before the task is dropped as ``out_of_memory``; each gives back its cached
+        and judges the task once more before the task is dropped as ``out_of_memory``; each gives back its cached
         memory after every task, so that one task's peak does not stay reserved while the others run."""
         try:
-            verdict = self._check(task)
+            verdict = self._judge_once(task)
             if verdict.reason is DropReason.OUT_OF_MEMORY:
-                logger.info("synth: %s ran out of device memory; checked again once", task.id)
+                logger.info("synth: %s ran out of device memory; judged again once", task.id)
                 self._release()
-                verdict = self._check(task).adding(verdict.seconds)
-            if not verdict.passed or not self.config.check_compile:
-                return verdict
-            return self._compile(verdict)
+                verdict = self._judge_once(task).adding(verdict.seconds)
+            return verdict
         finally:
             self._release()
 
+    def _judge_once(self, task: Task) -> Verdict:
+        verdict = self._check(task)
+        return self._compile_and_time(task, verdict) if verdict.passed else verdict
+
     def _check(self, task: Task) -> Verdict:
+        """The task checks in the device's shared slot (no timing: that comes in :meth:`_compile_and_time`)."""
         reference = self._process()
         backend, cache = self.backend, self.cache_dir
         waits: collections.Counter[str] = collections.Counter()
-        slots = DeviceSlots(  # only the eager timing keeps the other workers off the device
+        slots = DeviceSlots(
             work=lambda: _waited(shared_slot(backend, cache, label="synth check"), waits, "check_wait"),
-            timing=lambda: _waited(timing_slot(backend, cache, label="synth eager timing"), waits, "eager_wait"),
+            timing=contextlib.nullcontext,  # not used: time_eager=False
         )
         start = time.monotonic()
         check = check_task(
@@ -162,43 +182,73 @@ class ExecutionFilter:
             cache_dir=cache,
             reference=reference,
             slots=slots,
+            time_eager=False,
         )
-        return verdict_of_check(check, self.config).adding({"check": time.monotonic() - start, **waits})
+        return verdict_of_checks(check).adding({"check": time.monotonic() - start, **waits})
 
-    def _release(self) -> None:
-        """Gives the device memory the reference process caches beyond ``KEEP_CACHED`` back (its ``drop``)."""
-        if self._reference is None or not self._reference.alive:
-            return
-        try:
-            self._reference.call(Drop(key=COMPILE_KEY))
-        except RuntimeError as exc:
-            logger.warning("synth: the reference process could not give its memory back: %s", exc)
-
-    def _compile(self, verdict: Verdict) -> Verdict:
-        """Compiles the loaded reference with torch.compile (in the device's shared slot: code generation is CPU work
-        that other workers' checks may overlap) and times it alone (the baseline an agent is measured by)."""
+    def _compile_and_time(self, task: Task, verdict: Verdict) -> Verdict:
+        """A fresh input set and torch.compile's code generation and first run in the device's shared slot (CPU work
+        that other workers' checks may overlap, but no timing may), then eager and torch.compile timed in one hold
+        of the exclusive slot (the baselines an agent is measured by), then the window and the compile verdicts."""
         reference = self._process()
-        start, waits = time.monotonic(), collections.Counter[str]()
+        waits: collections.Counter[str] = collections.Counter()
+        timing = dataclasses.asdict(self.timing)
+        compile_error: str | None = None
+        compiled_ms: float | None = None
+        start = time.monotonic()
         try:
             with _waited(shared_slot(self.backend, self.cache_dir, label="synth compile"), waits, "compile_wait"):
                 reference.call(Prepare(key=COMPILE_KEY, seed=secrets.randbits(62), kind="task"))
-                reference.call(CompileReference(key=COMPILE_KEY))
-            exclusive = timing_slot(self.backend, self.cache_dir, label="synth compile timing")
-            with _waited(exclusive, waits, "compile_wait"):
-                timing = dataclasses.asdict(self.timing)
-                timed = reference.call(Baseline(key=COMPILE_KEY, mode="compile", timing=timing))
-            reference.call(Drop(key=COMPILE_KEY))
-        except RuntimeError as exc:
-            detail = str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
-            verdict = dataclasses.replace(verdict, reason=DropReason.COMPILE_FAILS, detail=detail)
-        else:
-            verdict = dataclasses.replace(verdict, compile_ms=timed.median_ms)
-        return verdict.adding({"compile": time.monotonic() - start, **waits})
+                if self.config.check_compile:
+                    try:
+                        reference.call(CompileReference(key=COMPILE_KEY))
+                    except RuntimeError as exc:
+                        compile_error = _first_line(exc)
+            compiled_at = time.monotonic()
+            if compile_error is not None and not reference.alive:  # torch.compile took the process down with it
+                phases = {**verdict.seconds, "compile": compiled_at - start, **waits}
+                return Verdict(DropReason.COMPILE_FAILS, compile_error).adding(phases)
+            with _waited(timing_slot(self.backend, self.cache_dir, label="synth timing"), waits, "timing_wait"):
+                eager_ms = reference.call(Baseline(key=COMPILE_KEY, mode="eager", timing=timing)).median_ms
+                if self.config.check_compile and compile_error is None:
+                    try:
+                        compiled_ms = reference.call(Baseline(key=COMPILE_KEY, mode="compile", timing=timing)).median_ms
+                    except RuntimeError as exc:
+                        compile_error = _first_line(exc)
+        except RuntimeError as exc:  # the reference ran before: what fails now is the device (memory) or the process
+            detail = _first_line(exc)
+            reason = DropReason.OUT_OF_MEMORY if says_out_of_memory(detail) else DropReason.DOES_NOT_EXECUTE
+            return Verdict(reason, detail).adding({**verdict.seconds, "compile": time.monotonic() - start, **waits})
+        finally:
+            self._drop(COMPILE_KEY)
+        phases = {"compile": compiled_at - start, "timing": time.monotonic() - compiled_at, **waits}
+        remember_eager(task, self.backend, eager_ms, self.cache_dir)
+        window = verdict_of_window(eager_ms, self.config).adding({**verdict.seconds, **phases})
+        if not window.passed:
+            return window
+        if compile_error is not None:
+            return dataclasses.replace(window, reason=DropReason.COMPILE_FAILS, detail=compile_error)
+        return dataclasses.replace(window, compile_ms=compiled_ms)
+
+    def _drop(self, key: str) -> None:
+        if self._reference is not None and self._reference.alive:
+            try:
+                self._reference.call(Drop(key=key))
+            except RuntimeError as exc:
+                logger.warning("synth: the reference process could not drop %s: %s", key, exc)
+
+    def _release(self) -> None:
+        """Gives the device memory the reference process caches beyond ``KEEP_CACHED`` back (its ``drop``)."""
+        self._drop(COMPILE_KEY)
 
     def close(self) -> None:
         if self._reference is not None:
             self._reference.close()
             self._reference = None
+
+
+def _first_line(exc: BaseException) -> str:
+    return str(exc).splitlines()[0][:300] if str(exc) else type(exc).__name__
 
 
 @contextlib.contextmanager

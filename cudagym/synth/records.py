@@ -132,11 +132,12 @@ class Verdict:
 
 
 FILTER_PHASES = {
-    "check": "the task checks (loading, determinism, shortcuts, input probe, eager timing), their slot waits included",
+    "check": "the task checks (loading, determinism, shortcuts, input probe), their slot wait included",
     "check_wait": "of it, waiting for the device's shared slot",
-    "eager_wait": "of it, waiting for the exclusive slot to time eager",
-    "compile": "torch.compile's code generation and first run, and its timing, their slot waits included",
-    "compile_wait": "of it, waiting for the device's slots (shared, then exclusive)",
+    "compile": "a fresh input set, torch.compile's code generation and first run, their slot wait included",
+    "compile_wait": "of it, waiting for the device's shared slot",
+    "timing": "eager and torch.compile timed in one hold of the exclusive slot, its wait included",
+    "timing_wait": "of it, waiting for the exclusive slot",
 }
 """The phases of :attr:`Verdict.seconds`."""
 

@@ -101,9 +101,36 @@ def test_torch_compile_filter(synth_filters: FilterConfig, cache_dir: Path) -> N
     # where the time went (synth_rate.py's phase table): both phases, each at least its own slot waits
     for verdict in (kept, dropped):
         assert set(verdict.seconds) <= set(FILTER_PHASES)
-        assert verdict.seconds["check"] >= verdict.seconds["check_wait"] + verdict.seconds["eager_wait"] >= 0
-        assert verdict.seconds["compile"] >= verdict.seconds["compile_wait"] >= 0
-    assert kept.seconds["check"] > 0 and kept.seconds["compile"] > 0
+        for phase in ("check", "compile", "timing"):
+            assert verdict.seconds[phase] >= verdict.seconds[f"{phase}_wait"] >= 0
+    assert kept.seconds["check"] > 0 and kept.seconds["compile"] > 0 and kept.seconds["timing"] > 0
+
+
+def test_a_candidate_holds_the_exclusive_slot_once_for_both_timings(
+    synth_filters: FilterConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each exclusive hold stalls every other worker's device work until the shared holders drain: a candidate takes
+    one, for eager and torch.compile together, after its checks and code generation in the shared slot; a candidate
+    the checks drop takes none."""
+    from cudagym.gpu_lock import read_journal
+
+    journal = tmp_path / "slots.jsonl"
+    monkeypatch.setenv("CUDAGYM_TIMING_LOCK", "1")  # the cpu backend's slots lock only when asked
+    monkeypatch.setenv("CUDAGYM_LOCK_DIR", str(tmp_path / "locks"))
+    monkeypatch.setenv("CUDAGYM_TIMING_JOURNAL", str(journal))
+    config = dataclasses.replace(synth_filters, min_ms=1e-4, max_ms=1e4, check_compile=True)
+    judge = ExecutionFilter(resolve_backend("cpu"), config, tmp_path / "cache")
+    try:
+        kept = judge.judge(_task(KEEP, n=32, index=11))
+        held = [(entry["label"], entry["mode"]) for entry in read_journal(journal)]
+        dropped = judge.judge(_task(DROPS[DropReason.DEGENERATE], n=32, index=12))
+        after_drop = [(entry["label"], entry["mode"]) for entry in read_journal(journal)][len(held) :]
+    finally:
+        judge.close()
+    assert kept.passed and kept.eager_ms and kept.compile_ms, kept
+    assert held == [("synth check", "shared"), ("synth compile", "shared"), ("synth timing", "exclusive")]
+    assert dropped.reason is DropReason.DEGENERATE
+    assert after_drop == [("synth check", "shared")]
 
 
 def test_bad_windows_are_refused() -> None:

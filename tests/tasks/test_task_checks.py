@@ -103,3 +103,12 @@ def test_with_slots_only_the_eager_timing_takes_the_timing_slot(kernelbench_dir,
         assert len(events) == 4 and together.verdict == apart.verdict and together.eager_ms
     finally:
         reference.close()
+
+
+def test_an_untimed_check_needs_slots() -> None:
+    """Without slots the eager time comes with the checks themselves: there is no later hold to time it in."""
+    from cudagym.tasks.checks import check_task
+
+    task = load("builtin", ids=["builtin/relu"])[0]
+    with pytest.raises(ValueError, match="needs slots"):
+        check_task(task, resolve_backend("cpu"), time_eager=False)
