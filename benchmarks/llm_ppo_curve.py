@@ -49,6 +49,16 @@ def _quiet_progress_bars() -> None:
     hf_logging.disable_progress_bar()
 
 
+def _sizes(pairs: list[str]) -> dict[str, int]:
+    sizes = {}
+    for pair in pairs:
+        name, _, value = pair.partition("=")
+        if not name or not value.isdigit():
+            raise SystemExit(f"--sizes wants NAME=INTEGER, got {pair!r}")
+        sizes[name] = int(value)
+    return sizes
+
+
 def mean_rewards(
     policy: Any, envs: list[Any], groups: dict[str, list[str]], episodes: int, settings: PPOSettings, turns: int
 ) -> dict[str, float]:
@@ -88,6 +98,7 @@ def main() -> None:
     add("--value-epochs", type=int, default=4)
     add("--actor-lr", type=float, default=1e-4)
     add("--critic-lr", type=float, default=1e-4)
+    add("--sizes", action="append", default=[], help="NAME=VALUE: a task size constant rewritten (repeat)")
     add("--temperature", type=float, default=1.0, help="sampling temperature of every episode (RL and measurement)")
     add("--eval-episodes", type=int, default=4, help="sampled episodes per task, before and after")
     add("--fast-timing", action="store_true", help="short timing and no torch.compile baseline")
@@ -98,7 +109,9 @@ def main() -> None:
     _quiet_progress_bars()
 
     backend = resolve_backend(args.backend).name
-    tasks = [task for task in load("builtin") if backend in task.solutions]
+    sizes = _sizes(args.sizes)
+    task_options = {"sizes": sizes} if sizes else {}
+    tasks = [task for task in load("builtin", **task_options) if backend in task.solutions]
     train = [t.id for t in tasks[: args.train_tasks]]
     held = [t.id for t in tasks[args.train_tasks : args.train_tasks + args.held_out]]
     if args.task or args.held_out_task:
@@ -131,34 +144,41 @@ def main() -> None:
         dtype=args.dtype,
         tiny_size=(args.hidden, args.layers),
     )
-    factory = make_env_factory(task_set="builtin", backend=backend, eval_config=eval_config)
-    envs = [factory() for _ in range(args.envs)]
+    factory = make_env_factory(task_set="builtin", backend=backend, eval_config=eval_config, **task_options)
+    groups = {"train": train, "held-out": held}
     start = time.monotonic()
-    try:
-        groups = {"train": train, "held-out": held}
-        before = mean_rewards(policy, envs, groups, args.eval_episodes, settings, args.max_turns)
-        logger.info("untrained policy: %s (%.0f s in)", before, time.monotonic() - start)
-        spec = RecipeSpec(
-            out=args.out,
-            model=args.model,
-            task_ids=tuple(train),
-            backend=backend,
-            eval_config=eval_config,
-            envs=args.envs,
-            single_turn_steps=args.single_turn_steps,
-            agentic_steps=args.agentic_steps,
-            max_turns=args.max_turns,
-            settings=settings,
-            device=args.device,
-            dtype=args.dtype,
-            seed=args.seed,
-        )
-        report = run_recipe(spec, policy)
-        after = mean_rewards(policy, envs, groups, args.eval_episodes, settings, args.max_turns)
-        logger.info("after the recipe: %s (%.0f s in)", after, time.monotonic() - start)
-    finally:
-        for env in envs:
-            env.close()
+
+    def measured() -> dict[str, float]:
+        """The groups' mean rewards, in environments that live only as long (their evaluators hold device memory
+        the recipe's own environments need)."""
+        envs = [factory() for _ in range(args.envs)]
+        try:
+            return mean_rewards(policy, envs, groups, args.eval_episodes, settings, args.max_turns)
+        finally:
+            for env in envs:
+                env.close()
+
+    before = measured()
+    logger.info("untrained policy: %s (%.0f s in)", before, time.monotonic() - start)
+    spec = RecipeSpec(
+        out=args.out,
+        model=args.model,
+        task_ids=tuple(train),
+        task_options=task_options,
+        backend=backend,
+        eval_config=eval_config,
+        envs=args.envs,
+        single_turn_steps=args.single_turn_steps,
+        agentic_steps=args.agentic_steps,
+        max_turns=args.max_turns,
+        settings=settings,
+        device=args.device,
+        dtype=args.dtype,
+        seed=args.seed,
+    )
+    report = run_recipe(spec, policy)
+    after = measured()
+    logger.info("after the recipe: %s (%.0f s in)", after, time.monotonic() - start)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# llm_ppo_curve: {stamp}, {platform.node()}, backend {backend}, model {args.model}")
     print(f"# train tasks: {', '.join(train)}; held out: {', '.join(held) or 'none'}")

@@ -51,6 +51,8 @@ class RecipeSpec:
         eval_config: the environment's evaluation settings (None: defaults).
         env_options: more keyword arguments of the environments (``service_socket=`` to evaluate through the
             machine's evaluation service, ``max_obs_chars=``, ...).
+        task_options: the task loader's options, for the environments and the scripted agent's play alike
+            (``sizes={"N": ...}`` to shrink the tasks' tensors, ``precision=``; see ``cudagym.tasks.load``).
         envs: environments playing at once (episodes per PPO step).
         single_turn_steps: PPO steps of stage 1.
         agentic_steps: PPO steps of stage 4.
@@ -75,6 +77,7 @@ class RecipeSpec:
     reward: str = "milestone"
     eval_config: Any = None
     env_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    task_options: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     envs: int = 2
     single_turn_steps: int = 2
     agentic_steps: int = 2
@@ -109,16 +112,23 @@ class RecipeReport:
 
 
 def scripted_rft_data(
-    task_ids: Sequence[str], *, task_set: str, backend: str, eval_config: Any, out: Path
+    task_ids: Sequence[str],
+    *,
+    task_set: str,
+    backend: str,
+    eval_config: Any,
+    out: Path,
+    task_options: Mapping[str, Any] | None = None,
 ) -> tuple[Path, Any]:
     """Plays the scripted agent on ``task_ids`` (read, write, submit: the submit compiles, verifies and profiles) and
     exports its good episodes as RFT data (``out/scripted_rft.jsonl``, Hugging Face form); returns the file and the
-    export's counts."""
+    export's counts. ``task_options``: the task loader's options (``sizes=``, ``precision=``: the tasks as the RL
+    stages load them)."""
     from cudagym.baselines.agents import make_agent
     from cudagym.baselines.rft import export_rft
     from cudagym.evaluation import evaluate
 
-    tasks = [task for task in load_tasks(task_set) if task.id in set(task_ids)]
+    tasks = [task for task in load_tasks(task_set, **dict(task_options or {})) if task.id in set(task_ids)]
     if not tasks:
         raise ValueError(f"none of the tasks {list(task_ids)} is in the task set {task_set}")
     trajectories = out / "scripted_trajectories.jsonl"
@@ -152,7 +162,8 @@ def run_recipe(spec: RecipeSpec, policy: Policy | None = None) -> RecipeReport:
     torch.manual_seed(spec.seed)
     out = Path(spec.out)
     out.mkdir(parents=True, exist_ok=True)
-    tasks = load_tasks(spec.task_set, **({"ids": list(spec.task_ids)} if spec.task_ids else {}))
+    chosen = {"ids": list(spec.task_ids)} if spec.task_ids else {}
+    tasks = load_tasks(spec.task_set, **chosen, **spec.task_options)
     if policy is None:
         corpus = tiny_corpus(tasks, spec.backend) if spec.model == TINY_MODEL and spec.init is None else None
         policy = load_policy(
@@ -165,26 +176,29 @@ def run_recipe(spec: RecipeSpec, policy: Policy | None = None) -> RecipeReport:
     stages = _ordered(spec.stages)
     rl_envs: list[Any] = []
     try:
-        if Stage.SINGLE_TURN in stages or Stage.AGENTIC in stages:
-            factory = make_env_factory(
-                task_set=spec.task_set,
-                backend=spec.backend,
-                reward=spec.reward,
-                eval_config=spec.eval_config,
-                **spec.env_options,
-            )
-            rl_envs = [factory() for _ in range(spec.envs)]
         rft_data = list(spec.rft_data)
         if not rft_data and (Stage.RFT in stages or (Stage.VALUE in stages and not spec.value_data)):
+            # before the RL environments exist: the scripted play's evaluators need the device memory they will hold
             path, export = scripted_rft_data(
                 spec.rft_tasks or tasks.ids,
                 task_set=spec.task_set,
                 backend=spec.backend,
                 eval_config=spec.eval_config,
                 out=out,
+                task_options=spec.task_options,
             )
             logger.info("RFT data from the scripted agent: %s", export)
             rft_data = [path]
+        if Stage.SINGLE_TURN in stages or Stage.AGENTIC in stages:
+            factory = make_env_factory(
+                task_set=spec.task_set,
+                backend=spec.backend,
+                reward=spec.reward,
+                eval_config=spec.eval_config,
+                **spec.task_options,
+                **spec.env_options,
+            )
+            rl_envs = [factory() for _ in range(spec.envs)]
 
         def next_tasks(count: int) -> list[str]:
             return [next(cycle) for _ in range(count)]
