@@ -35,6 +35,7 @@ from cudagym.baselines.llm_ppo.tiny import TINY_MODEL, tiny_corpus
 from cudagym.evaluator import EvalConfig
 from cudagym.harness.timing import TimingConfig
 from cudagym.tasks import load
+from cudagym.tasks.cli import add_sizes_option, parse_sizes
 from cudagym.tools import tool_schemas
 
 logger = logging.getLogger("llm_ppo_curve")
@@ -47,16 +48,6 @@ def _quiet_progress_bars() -> None:
     except ImportError:
         return
     hf_logging.disable_progress_bar()
-
-
-def _sizes(pairs: list[str]) -> dict[str, int]:
-    sizes = {}
-    for pair in pairs:
-        name, _, value = pair.partition("=")
-        if not name or not value.isdigit():
-            raise SystemExit(f"--sizes wants NAME=INTEGER, got {pair!r}")
-        sizes[name] = int(value)
-    return sizes
 
 
 def mean_rewards(
@@ -98,18 +89,21 @@ def main() -> None:
     add("--value-epochs", type=int, default=4)
     add("--actor-lr", type=float, default=1e-4)
     add("--critic-lr", type=float, default=1e-4)
-    add("--sizes", action="append", default=[], help="NAME=VALUE: a task size constant rewritten (repeat)")
     add("--temperature", type=float, default=1.0, help="sampling temperature of every episode (RL and measurement)")
     add("--eval-episodes", type=int, default=4, help="sampled episodes per task, before and after")
     add("--fast-timing", action="store_true", help="short timing and no torch.compile baseline")
     add("--seed", type=int, default=0)
     add("--out", type=Path, default=Path("llm_ppo_curve_out"))
+    add_sizes_option(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
     _quiet_progress_bars()
 
     backend = resolve_backend(args.backend).name
-    sizes = _sizes(args.sizes)
+    try:
+        sizes = parse_sizes(args.sizes)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     task_options = {"sizes": sizes} if sizes else {}
     tasks = [task for task in load("builtin", **task_options) if backend in task.solutions]
     train = [t.id for t in tasks[: args.train_tasks]]

@@ -103,10 +103,12 @@ class TaskCheck:
 @dataclasses.dataclass(frozen=True)
 class DeviceSlots:
     """How a check shares the device (``cudagym.gpu_lock``'s slots): ``work`` for its untimed device work, ``timing``
-    for the eager timing, which wants the device alone."""
+    for the eager timing, which wants the device alone. ``timing`` None: the check measures no eager time
+    (``eager_ms`` is None), for a caller that times eager later in a hold of the exclusive slot it shares with other
+    timings (and records it with :func:`remember_eager`)."""
 
     work: Callable[[], contextlib.AbstractContextManager[Any]]
-    timing: Callable[[], contextlib.AbstractContextManager[Any]]
+    timing: Callable[[], contextlib.AbstractContextManager[Any]] | None = None
 
 
 def check_task(
@@ -118,15 +120,11 @@ def check_task(
     cache_dir: str | Path | None = None,
     reference: ReferenceProcess | None = None,
     slots: DeviceSlots | None = None,
-    time_eager: bool = True,
 ) -> TaskCheck:
     """Runs the checks for one task (at the sizes it was loaded with) and stores its input verdict. With ``slots``,
     the eager time is measured in a request of its own inside ``slots.timing`` and the rest inside ``slots.work``,
     so that only the timing keeps other processes off the device (the synthesis filters check many tasks at once).
-    ``time_eager=False`` (with ``slots``): no eager time here (``eager_ms`` is None), for a caller that times eager
-    later in a hold of the exclusive slot it shares with other timings (and records it with :func:`remember_eager`)."""
-    if not time_eager and slots is None:
-        raise ValueError("time_eager=False needs slots: without them the eager time comes with the checks")
+    """
     config = config or EvalConfig()
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
     timing = resolve_timing(config.timing, backend, folder, find_toolchain().nvcc)  # the evaluator's method
@@ -155,7 +153,7 @@ def check_task(
                 known = {kind: KindProbe.from_report(report.part(kind)) for kind in checked}
                 inputs = probe_verdict(ref, declared, atol, rtol, sets=runs, known=known)
             if slots is not None:
-                if time_eager:
+                if slots.timing is not None:
                     with slots.timing():
                         eager = ref.call(Baseline(key="check", mode="eager", timing=dataclasses.asdict(timing)))
                     report = dataclasses.replace(report, eager_ms=eager.median_ms)

@@ -169,10 +169,7 @@ class ExecutionFilter:
         reference = self._process()
         backend, cache = self.backend, self.cache_dir
         waits: collections.Counter[str] = collections.Counter()
-        slots = DeviceSlots(
-            work=lambda: _waited(shared_slot(backend, cache, label="synth check"), waits, "check_wait"),
-            timing=contextlib.nullcontext,  # not used: time_eager=False
-        )
+        slots = DeviceSlots(work=lambda: _waited(shared_slot(backend, cache, label="synth check"), waits, "check_wait"))
         start = time.monotonic()
         check = check_task(
             task,
@@ -182,7 +179,6 @@ class ExecutionFilter:
             cache_dir=cache,
             reference=reference,
             slots=slots,
-            time_eager=False,
         )
         return verdict_of_checks(check).adding({"check": time.monotonic() - start, **waits})
 
@@ -219,8 +215,6 @@ class ExecutionFilter:
             detail = _first_line(exc)
             reason = DropReason.OUT_OF_MEMORY if says_out_of_memory(detail) else DropReason.DOES_NOT_EXECUTE
             return Verdict(reason, detail).adding({**verdict.seconds, "compile": time.monotonic() - start, **waits})
-        finally:
-            self._drop(COMPILE_KEY)
         phases = {"compile": compiled_at - start, "timing": time.monotonic() - compiled_at, **waits}
         remember_eager(task, self.backend, eager_ms, self.cache_dir)
         window = verdict_of_window(eager_ms, self.config).adding({**verdict.seconds, **phases})
@@ -230,16 +224,16 @@ class ExecutionFilter:
             return dataclasses.replace(window, reason=DropReason.COMPILE_FAILS, detail=compile_error)
         return dataclasses.replace(window, compile_ms=compiled_ms)
 
-    def _drop(self, key: str) -> None:
-        if self._reference is not None and self._reference.alive:
-            try:
-                self._reference.call(Drop(key=key))
-            except RuntimeError as exc:
-                logger.warning("synth: the reference process could not drop %s: %s", key, exc)
-
     def _release(self) -> None:
-        """Gives the device memory the reference process caches beyond ``KEEP_CACHED`` back (its ``drop``)."""
-        self._drop(COMPILE_KEY)
+        """Drops the input set and compiled model of :meth:`_compile_and_time` and gives the device memory the
+        reference process caches beyond ``KEEP_CACHED`` back (its ``drop``): after every judgement, and before a
+        judgement is repeated."""
+        if self._reference is None or not self._reference.alive:
+            return
+        try:
+            self._reference.call(Drop(key=COMPILE_KEY))
+        except RuntimeError as exc:
+            logger.warning("synth: the reference process could not give its memory back: %s", exc)
 
     def close(self) -> None:
         if self._reference is not None:
