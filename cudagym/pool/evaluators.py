@@ -11,7 +11,10 @@ processes. :meth:`EvaluatorSet.lease` answers a job with:
   recently used idle evaluator of another key is closed to make room (a key that has one waits for it: closing
   another key's would trade one queue for another's reference and baselines, and evaluators would churn); on cuda it
   must also fit the device's memory (:mod:`cudagym.pool.admission`), and idle evaluators are closed, least recently
-  used first, until it does; else
+  used first, until it does. An idle evaluator whose key has jobs queued is closed for another key only once it has
+  served its turn (:func:`served_its_turn`: a few times what its first job, the one that built it, took): with more
+  tasks queued than the device holds, evaluators then take turns instead of closing each other after every job;
+  else
 * nothing: the job waits in the queue (also while its key's first evaluator is being built ahead, or while the
   memory of evaluators being closed comes back).
 
@@ -33,7 +36,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +53,19 @@ logger = logging.getLogger(__name__)
 
 EvaluatorMaker = Callable[[Task, EvalConfig], Evaluator]
 """Builds an evaluator for a task and settings (the pool's backend and cache are bound in)."""
+
+TURN_MIN_S = 5.0
+TURN_BUILDS = 4.0
+
+
+def served_its_turn(lease: Lease, now: float) -> bool:
+    """Whether ``lease``'s evaluator has been kept long enough to be closed for another key's job while jobs of its
+    own key wait: ``TURN_BUILDS`` times what bringing it up took (its first job, which loaded the reference and timed
+    the baselines), and at least ``TURN_MIN_S``, since its first job ended. An evaluator costs that bring-up again
+    each time it comes back, so a turn of a few bring-ups keeps the device's time mostly on jobs."""
+    if lease.ready_at is None:
+        return False
+    return now - lease.ready_at >= max(TURN_MIN_S, TURN_BUILDS * lease.bring_up_seconds)
 
 
 def default_max_evaluators() -> int:
@@ -122,6 +138,9 @@ class Lease:
     slot: int = dataclasses.field(default_factory=lambda: next(_SLOT_IDS))
     last_used: float = dataclasses.field(default_factory=time.monotonic)
     jobs: int = 0
+    born: float = dataclasses.field(default_factory=time.monotonic)
+    ready_at: float | None = None  # when its first job ended (the evaluator is up)
+    bring_up_seconds: float = 0.0  # from the slot's reservation to the end of its first job
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,9 +174,12 @@ class EvaluatorSet:
     def count(self, key: TaskKey) -> int:
         return sum(lease.key == key for lease in (*self._idle.values(), *self._leased.values()))
 
-    def lease(self, key: TaskKey, *, evict: bool = True) -> tuple[Lease | None, list[Evaluator]]:
+    def lease(
+        self, key: TaskKey, *, evict: bool = True, queued: Collection[TaskKey] = ()
+    ) -> tuple[Lease | None, list[Evaluator]]:
         """An evaluator slot for a job of ``key`` (None: it must wait) and the evaluators closed to make room (the
-        caller closes them outside its lock; ``evict``: idle ones may be closed for device memory)."""
+        caller closes them outside its lock; ``evict``: idle ones may be closed for device memory; ``queued``: the
+        keys with jobs waiting, whose idle evaluators are closed only once they have served their turn)."""
         for slot, lease in reversed(self._idle.items()):
             if lease.key == key:
                 return self._lend_idle(slot, lease), []
@@ -168,17 +190,18 @@ class EvaluatorSet:
         if self.admission is not None and self.count(key) and not self.admission.measured_key(key):
             return None, []  # a second evaluator of a key waits until the first one's footprint is known
         closed: list[Evaluator] = []
+        closable = self._closable(queued)
         if len(self) >= self.limits.max_evaluators:
-            if not self._idle or self.count(key):
+            if not closable or self.count(key):
                 return None, []  # at the bound, a key that has an evaluator waits for it rather than close another's
-            closed += self._evict(f"to make room for {key[1]}")
+            closed += self._evict(closable.pop(0), f"to make room for {key[1]}")
         if self.admission is not None:
             fits = self.admission.fits(key, self.census())
             # idle evaluators of other keys are closed only for a key that has none: one more evaluator of a key that
             # has one would only shorten its queue, at the price of another key's reference and baselines (thrash)
-            if fits is False and evict and self._idle and not self.count(key) and self._fits_without_idle(key):
-                while fits is False and self._idle:
-                    closed += self._evict(f"its device memory for {key[1]}")
+            if fits is False and evict and closable and not self.count(key) and self._fits_without(key, closable):
+                while fits is False and closable:
+                    closed += self._evict(closable.pop(0), f"its device memory for {key[1]}")
                     fits = self.admission.fits(key, self.census(), log=False)
             if not fits:
                 return None, closed  # the job waits: for a reading, or for memory coming back
@@ -198,9 +221,16 @@ class EvaluatorSet:
         del self._idle[slot]
         return self._lend(lease)
 
-    def _evict(self, why: str) -> list[Evaluator]:
-        """Closes the least recently used idle evaluator (``why``: for the log); returns it for the caller to close."""
-        _, victim = self._idle.popitem(last=False)
+    def _closable(self, queued: Collection[TaskKey]) -> list[int]:
+        """The idle slots that may be closed for another key's job, least recently used first: those of keys with no
+        job waiting, and those that have served their turn."""
+        now = time.monotonic()
+        wanted = set(queued)
+        return [slot for slot, lease in self._idle.items() if lease.key not in wanted or served_its_turn(lease, now)]
+
+    def _evict(self, slot: int, why: str) -> list[Evaluator]:
+        """Closes the idle evaluator of ``slot`` (``why``: for the log); returns it for the caller to close."""
+        victim = self._idle.pop(slot)
         self.evicted += 1
         logger.info("closing the idle evaluator of %s: %s", victim.key[1], why)
         return self._closing([victim])
@@ -214,13 +244,15 @@ class EvaluatorSet:
                 self.admission.closing(_pids(evaluator))
         return evaluators
 
-    def _fits_without_idle(self, key: TaskKey) -> bool:
-        """Whether a new evaluator of ``key`` would fit were every idle evaluator closed (else none is closed for it:
-        the leased ones hold what it lacks)."""
+    def _fits_without(self, key: TaskKey, closable: list[int]) -> bool:
+        """Whether a new evaluator of ``key`` would fit were the idle evaluators of ``closable`` closed (else none is
+        closed for it: the others hold what it lacks)."""
         assert self.admission is not None
-        leased = [_member(lease) for lease in self._leased.values()]
-        idle = [pid for lease in self._idle.values() if lease.evaluator is not None for pid in _pids(lease.evaluator)]
-        return bool(self.admission.fits(key, leased, returning=idle, log=False))
+        kept = [_member(lease) for lease in self._leased.values()]
+        kept += [_member(lease) for slot, lease in self._idle.items() if slot not in closable]
+        closing = [self._idle[slot].evaluator for slot in closable]
+        returning = [pid for evaluator in closing if evaluator is not None for pid in _pids(evaluator)]
+        return bool(self.admission.fits(key, kept, returning=returning, log=False))
 
     def census(self) -> list[Member]:
         """Every evaluator, idle, leased or being built, with its task key and processes (for admission)."""
@@ -243,6 +275,9 @@ class EvaluatorSet:
         """Takes the lease back: kept idle when ``healthy``, else retired. Returns the evaluators to close."""
         self._leased.pop(lease.slot, None)
         lease.last_used = time.monotonic()
+        if lease.ready_at is None and lease.evaluator is not None:
+            lease.ready_at = lease.last_used
+            lease.bring_up_seconds = lease.last_used - lease.born
         if healthy and lease.evaluator is not None:
             self._idle[lease.slot] = lease
             return []

@@ -55,7 +55,7 @@ from cudagym.pool.admission import MemoryAdmission
 from cudagym.pool.compile_lane import CompileLane
 from cudagym.pool.evaluators import EvaluatorMaker, EvaluatorSet, Lease, PoolLimits, SetStats, weigh
 from cudagym.pool.fair_queue import FairQueue
-from cudagym.pool.jobs import PoolJob, run_stage, task_key
+from cudagym.pool.jobs import PoolJob, TaskKey, run_stage, task_key
 from cudagym.results import StageResult, Status
 from cudagym.stage_judgement import miscalibrated
 from cudagym.tasks.task import Task
@@ -252,7 +252,8 @@ class EvaluationPool:
         """One look at the queue and the running jobs (under the lock); returns the evaluators to close."""
         now = time.monotonic()
         closing = self._past_deadline(now)
-        while (entry := self._queue.take(lambda e, out=closing: self._reserve(e, out))) is not None:
+        queued = {entry.job.key for entry in self._queue.items() if not self.lane.takes(entry.job)}
+        while (entry := self._queue.take(lambda e, out=closing: self._reserve(e, out, queued))) is not None:
             if not entry.retries and not entry.future.set_running_or_notify_cancel():  # cancelled while queued
                 closing += self._settle(entry, healthy=True)
                 continue
@@ -261,14 +262,16 @@ class EvaluationPool:
             self._threads.submit(self._execute, entry)
         return closing
 
-    def _reserve(self, entry: _Entry, closing: list[Evaluator]) -> bool:
-        """Whether ``entry`` can start now; reserves what it will run on (a compile worker or an evaluator lease)."""
+    def _reserve(self, entry: _Entry, closing: list[Evaluator], queued: set[TaskKey]) -> bool:
+        """Whether ``entry`` can start now; reserves what it will run on (a compile worker or an evaluator lease).
+        ``queued``: the task keys with evaluator jobs waiting (their idle evaluators are closed for another key's job
+        only once they have served their turn)."""
         if self.lane.takes(entry.job):
             if self._compiling >= self.limits.compile_workers:
                 return False
             self._compiling += 1
             return True
-        lease, evicted = self.evaluators.lease(entry.job.key)
+        lease, evicted = self.evaluators.lease(entry.job.key, queued=queued)
         closing += evicted
         entry.lease = lease
         return lease is not None

@@ -209,6 +209,70 @@ def test_at_the_count_bound_a_busy_task_waits_for_its_evaluator_rather_than_clos
     assert evicted == 0
 
 
+def test_more_tasks_than_places_take_turns_instead_of_closing_each_other_after_every_job(
+    made, workspaces, monkeypatch
+) -> None:
+    """Three busy tasks, two places: a queued task's job closes an idle evaluator whose own task has jobs waiting only
+    once that evaluator has served its turn (a few times its bring-up), so evaluators are built a few times, not once
+    per job (the churn of three 36 GiB tasks on an 80 GB GPU), and the third task is still served while the others
+    have work left."""
+    monkeypatch.setattr("cudagym.pool.evaluators.TURN_MIN_S", 0.0)
+    log: list[str] = []
+    served: list[tuple[str, float]] = []
+    pool = make_pool(made, log, hold=0.02, max_evaluators=2)
+    original = StubEvaluator.verify
+
+    def verify(self: StubEvaluator, workspace: Workspace) -> VerifyResult:
+        if not getattr(self, "up", False):  # its first job loads the reference: the bring-up a turn is measured in
+            time.sleep(0.1)
+            self.up = True
+        result = original(self, workspace)
+        served.append((self.task.id, time.monotonic()))
+        return result
+
+    monkeypatch.setattr(StubEvaluator, "verify", verify)
+    try:
+        futures = [pool.submit(job(task(k), workspaces(f"s{k}"), f"s{k}")) for _ in range(40) for k in (1, 2, 3)]
+        assert all(f.result(timeout=60).ok for f in futures)
+        stats = pool.stats().evaluators
+    finally:
+        pool.close()
+    # without turns an idle evaluator was closed for the next task after most jobs: ~70 builds for 120 jobs
+    assert len(made) <= 12, f"{len(made)} evaluators built for 120 jobs of three tasks in two places"
+    assert stats.evicted == len(made) - 2
+    first_of_3 = min(at for t, at in served if t == "stub/3")
+    last = max(max(at for t, at in served if t == other) for other in ("stub/1", "stub/2"))
+    assert first_of_3 < last, "task 3 waited until tasks 1 and 2 had no work left"
+
+
+def test_an_idle_evaluator_whose_task_waits_is_closed_for_another_only_after_its_turn() -> None:
+    """The rule on its own: with task 1's jobs queued, its idle evaluator is not closed for task 2 before its turn is
+    served, and is once it has been; without jobs of task 1 queued, at once."""
+    from cudagym.pool.evaluators import EvaluatorSet, served_its_turn
+    from cudagym.pool.jobs import task_key
+
+    one, two = (task_key(task(k), "cpu", CONFIG) for k in (1, 2))
+    evaluators = EvaluatorSet(lambda t, c: StubEvaluator(t, c, []), PoolLimits(max_evaluators=1))  # type: ignore[arg-type, return-value]
+    lease, _ = evaluators.lease(one)
+    assert lease is not None
+    evaluators.build(lease, task(1), CONFIG)
+    lease.born -= 2.0  # its first job took two seconds
+    evaluators.release(lease, healthy=True)
+    assert lease.bring_up_seconds >= 2.0 and not served_its_turn(lease, time.monotonic())
+    assert evaluators.lease(two, queued={one, two}) == (None, []), "closed before its turn was served"
+    lease.ready_at -= 8.0 * lease.bring_up_seconds
+    assert served_its_turn(lease, time.monotonic())
+    second, closed = evaluators.lease(two, queued={one, two})
+    assert second is not None and len(closed) == 1
+    evaluators.release(second, healthy=False)
+    third, _ = evaluators.lease(one)
+    assert third is not None
+    evaluators.build(third, task(1), CONFIG)
+    evaluators.release(third, healthy=True)  # just up: its turn not served, but no job of task 1 waits
+    fourth, closed = evaluators.lease(two, queued={two})
+    assert fourth is not None and len(closed) == 1
+
+
 class ProfilingStub(StubEvaluator):
     """Profiles: the first ``refusals`` profiles come back refused by a clock that calibrated beside other work (or
     with another harness error, ``message``), the later ones ok."""
