@@ -7,6 +7,7 @@ from __future__ import annotations
 import csv
 import json
 import logging
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -18,14 +19,19 @@ logger = logging.getLogger(__name__)
 CURVE_COLUMNS = ("stage", "step", "mean_reward", "policy_loss", "value_loss", "kl", "clip_fraction", "sft_loss")
 
 
+DRAW_EVERY_S = 10.0
+
+
 class RunLog:
-    """The learning curve of a run: one row per optimisation step of any stage, written as it grows."""
+    """The learning curve of a run: one row per optimisation step of any stage, written as it grows (the tables at
+    every row, the plot at most every ``DRAW_EVERY_S``), so that a run cut short keeps its curve."""
 
     def __init__(self, out: str | Path) -> None:
         self.out = Path(out)
         self.out.mkdir(parents=True, exist_ok=True)
         self.rows: list[dict[str, Any]] = []
         self._writer: Any = None
+        self._drawn = time.monotonic()
         try:
             from torch.utils.tensorboard import SummaryWriter
 
@@ -35,10 +41,12 @@ class RunLog:
 
     def record(self, stage: str, metrics: dict[str, float]) -> None:
         """Adds a row (``metrics`` must hold ``step``), rewrites the CSV and JSON (a run cut short keeps its rows) and
-        sends its numbers to TensorBoard."""
+        the plot when it is ``DRAW_EVERY_S`` old, and sends its numbers to TensorBoard."""
         row = {"stage": stage, **metrics}
         self.rows.append(row)
         self._write_tables()
+        if time.monotonic() - self._drawn >= DRAW_EVERY_S:
+            self._plot()
         if self._writer is not None:
             index = len(self.rows)
             for key, value in metrics.items():
@@ -78,6 +86,7 @@ class RunLog:
             import matplotlib.pyplot as plt
         except ImportError:
             return None
+        self._drawn = time.monotonic()
         panels = [("mean_reward", "mean episode reward"), ("value_loss", "value loss"), ("sft_loss", "RFT loss")]
         fig, axes = plt.subplots(1, len(panels), figsize=(13, 3.8))
         for ax, (key, label) in zip(axes, panels, strict=True):

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import logging
+import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -125,12 +126,18 @@ def collect(
         ids = renderer.prompt_ids(observation)
         trajectory = TokenTrajectory(ids, [0] * len(ids), [], [], task_id, [])
         live.append(_Live(env, trajectory, observation))
+    sampling: list[tuple[float, int, int]] = []  # per turn: seconds, longest reply, longest context
+    stepping = 0.0
     with ThreadPoolExecutor(max_workers=len(envs)) as pool:
         for turn in range(max_turns):
             playing = [episode for episode in live if not episode.done]
             if not playing:
                 break
+            began = time.monotonic()
             replies = sample(policy, [e.trajectory.input_ids for e in playing], settings)
+            longest = max(len(reply) for reply, _ in replies)
+            context = max(len(e.trajectory.input_ids) for e in playing)
+            sampling.append((time.monotonic() - began, longest, context))
             messages = [
                 parse_reply(policy.tokenizer, reply, e.trajectory.input_ids, renderer.tools)
                 for e, (reply, _) in zip(playing, replies, strict=True)
@@ -143,7 +150,9 @@ def collect(
                 if not ended:  # cut at max_new_tokens: close the turn as the template would, as context
                     trajectory.input_ids.append(renderer.eos_id)
                     trajectory.action_mask.append(0)
+            began = time.monotonic()
             steps = list(pool.map(lambda pair: pair[0].env.step(pair[1]), zip(playing, messages, strict=True)))
+            stepping += time.monotonic() - began
             for episode, (observation, reward, terminated, truncated, _) in zip(playing, steps, strict=True):
                 trajectory = episode.trajectory
                 trajectory.turn_rewards.append(float(reward))
@@ -159,7 +168,15 @@ def collect(
                 episode.done = last
     for episode in live:
         episode.trajectory.messages = to_openai(episode.observation)
-    logger.info("collected %d episodes, mean return %.3f", len(live), _mean([e.trajectory for e in live]))
+    logger.info(
+        "collected %d episodes in %d turns, mean return %.3f; environments %.1f s; sampling %.1f s: %s",
+        len(live),
+        len(sampling),
+        _mean([e.trajectory for e in live]),
+        stepping,
+        sum(seconds for seconds, _, _ in sampling),
+        ", ".join(f"{seconds:.1f} s for {tokens} tokens after {context}" for seconds, tokens, context in sampling),
+    )
     return [episode.trajectory for episode in live]
 
 

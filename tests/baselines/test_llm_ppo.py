@@ -296,6 +296,22 @@ def test_the_command_line_runs_a_stage_from_a_checkpoint(run: Run, tmp_path: Pat
     assert json.loads((tmp_path / "curve.json").read_text())[0]["stage"] == "value"
 
 
+def test_a_run_cut_short_keeps_its_curve_and_plot(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The tables are rewritten at every row and the plot once it is ``DRAW_EVERY_S`` old, without ``write`` (a run
+    killed by its time limit never reaches it)."""
+    pytest.importorskip("matplotlib")
+    from cudagym.baselines.llm_ppo import artefacts
+
+    log = artefacts.RunLog(tmp_path)
+    log.record("rft", {"step": 0.0, "sft_loss": 7.0})
+    assert (tmp_path / "curve.csv").exists() and not (tmp_path / "curve.png").exists()
+    monkeypatch.setattr(artefacts, "DRAW_EVERY_S", 0.0)
+    log.record("rft", {"step": 1.0, "sft_loss": 6.0})
+    assert (tmp_path / "curve.png").stat().st_size > 0
+    assert [row["sft_loss"] for row in json.loads((tmp_path / "curve.json").read_text())] == [7.0, 6.0]
+    log.close()
+
+
 def test_rft_learns_at_its_own_rate_where_one_is_given(tmp_path: Path) -> None:
     """``sft_lr`` is RFT's learning rate, ``actor_lr`` only where it is None: the same data and start give the same
     actor whichever of the two carries the rate."""
