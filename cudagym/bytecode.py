@@ -75,6 +75,7 @@ HARNESS_MODULES = tuple(
         "stages",
         "shortcuts",
         "candidate",
+        "compile_backend",
         "reference",
     )
 )

@@ -214,9 +214,9 @@ class Timed(Reply):
 
 @dataclasses.dataclass(frozen=True)
 class CompileState(Reply):
-    """Whether no torch.compile runs in the background and, if one does, its ``stage`` ("imports", "slot": waiting
-    for the device's shared slot, "build"); the inductor's compile threads (None before a first compile) and the
-    last compile's seconds by step."""
+    """Whether no torch.compile runs in the background and, if one does, its ``stage`` ("imports", "build": tracing
+    and generating code, "slot": waiting for the device's shared slot, "run": the first run in it); the inductor's
+    compile threads (None before a first compile) and the last compile's seconds by step (the same four)."""
 
     done: bool
     stage: str

@@ -28,9 +28,9 @@ from .common import (
     seed_everything,
     synchronize,
     to_device,
-    warmup_slot,
 )
 from .compare import flatten
+from .compile_backend import SlotAfterCodegen
 from .protocol import (
     Attached,
     Bandwidth,
@@ -90,8 +90,9 @@ class ReferenceServer:
         self._compiling: threading.Thread | None = None  # a torch.compile running in the background
         self._compile_error: BaseException | None = None
         self.compile_threads: int | None = None  # the inductor compile threads of the last compile
-        # the last compile's seconds: waiting for its imports (the preload's or its own), for the device's shared
-        # slot, then building and running the model once; and the step a compile in the background is at
+        # the last compile's seconds: waiting for its imports (the preload's or its own), tracing and building the
+        # model, waiting for the device's shared slot, then running it once (``compile_backend``); and the step a
+        # compile in the background is at
         self.compile_seconds: dict[str, float] = {}
         self.compile_stage = ""
         self._preloading: threading.Thread | None = None  # imports begun by ``preload``
@@ -368,9 +369,10 @@ class ReferenceServer:
         ``background``: compiles in a thread of this process and answers at once, so that the checks of a first
         verify are served meanwhile instead of waiting seconds for the compiler; every later use of the compiled
         model (this command, ``baseline``, ``await_compile``) waits for it and raises its error. ``slot``
-        ("LOCK:GATE", ``cudagym.gpu_lock``): the device's shared slot, which the background compile holds through
-        its first call (tracing, building, then running the model and benchmarking the inductor's kernel variants
-        on the device): no timing of any process overlaps that device work, so none need await the compile."""
+        ("LOCK:GATE", ``cudagym.gpu_lock``): the device's shared slot, which the compile takes once the model's code
+        is generated and holds through its first run (the model and the inductor's benchmarks of kernel variants on
+        the device; ``compile_backend``): no timing of any process overlaps that device work, so none need await the
+        compile, and none waits for its code generation either."""
         if background:
             if self.compiled is None and self._compiling is None:
                 inputs = self.inputs[key]  # held by the thread: dropping ``key`` meanwhile is safe
@@ -416,6 +418,7 @@ class ReferenceServer:
         """torch.compile of the model and its first call on ``inputs``; ``slot``: see ``compile_reference``."""
         start = time.perf_counter()
         self.compile_stage = "imports"
+        self.compile_seconds = {}  # a compile that fails leaves none
         self._await_preload()
         import torch
         import torch._dynamo
@@ -426,19 +429,27 @@ class ReferenceServer:
         # set in the thread that compiles: torch's config overrides are per thread
         torch._inductor.config.compile_threads = INDUCTOR_COMPILE_THREADS
         torch._dynamo.reset()
-        compiled = torch.compile(self.model)
-        self.compile_stage = "slot"
-        with warmup_slot(slot):
-            slotted = time.perf_counter()
-            self.compile_stage = "build"
+        backend = SlotAfterCodegen(slot, on_stage=self._compile_at)
+        compiled = torch.compile(self.model, backend=backend)
+        self.compile_stage = "build"
+        try:
             self._run_compiled(inputs, compiled)
+        finally:
+            backend.release()
+        ran = time.perf_counter()
+        built = backend.built_at or imported  # a model dynamo does not trace builds nothing and runs eagerly
+        slotted = backend.slotted_at or built
         self.compiled = compiled
         self.compile_threads = torch._inductor.config.compile_threads  # as the inductor left it after compiling
         self.compile_seconds = {
             "imports": imported - start,
-            "slot": slotted - imported,
-            "build": time.perf_counter() - slotted,
+            "build": built - imported,
+            "slot": slotted - built,
+            "run": ran - slotted,
         }
+
+    def _compile_at(self, stage: str) -> None:
+        self.compile_stage = stage
 
     def _compile_in_background(self, inputs: list[Any], slot: str) -> None:
         try:

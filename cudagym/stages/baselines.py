@@ -102,8 +102,8 @@ def time_ahead(ev: LocalEvaluator, ref: ReferenceProcess, task: Task, key: str) 
         if ev.config.compile_baseline:
             seconds = await_reference_compile(ev, ref, task).seconds
             done = time.monotonic() - ev._ahead_start
-            if "build" in seconds:  # when its imports were there: then came the device's slot and the build
-                after_imports = seconds["build"] + seconds.get("slot", 0.0)
+            if "build" in seconds:  # when its imports were there: then came the build, the device's slot and a run
+                after_imports = sum(value for step, value in seconds.items() if step != "imports")
                 ev.ahead_marks["compiler_imported"] = round(done - after_imports, 3)
             ev.ahead_marks["compile_done"] = round(done, 3)
         baselines(ev, key, ref=ref, task=task)

@@ -26,8 +26,9 @@ from cudagym.build import default_cache_dir
 from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig
 from cudagym.fault_text import says_out_of_memory
-from cudagym.gpu_lock import shared_slot, timing_slot
-from cudagym.harness.protocol import Baseline, CompileReference, Drop, Prepare
+from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
+from cudagym.harness.common import WARMUP_SLOT_ENV
+from cudagym.harness.protocol import Baseline, CompileDone, CompileReference, Drop, Prepare
 from cudagym.harness.timing import TimingConfig
 from cudagym.reference_process import ReferenceProcess
 from cudagym.synth.records import DropReason, Verdict
@@ -126,6 +127,9 @@ class ExecutionFilter:
         self.config = config
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.timing = resolve_timing(config.eval.timing, backend, self.cache_dir, find_toolchain().nvcc)
+        # the device's shared slot as the reference process takes it for torch.compile's first run ("" where slots
+        # do not lock)
+        self._shared_slot = warmup_slot_env(backend, self.cache_dir).get(WARMUP_SLOT_ENV, "")
         self._reference: ReferenceProcess | None = None
 
     def _process(self) -> ReferenceProcess:
@@ -183,9 +187,10 @@ class ExecutionFilter:
         return verdict_of_checks(check).adding({"check": time.monotonic() - start, **waits})
 
     def _compile_and_time(self, task: Task, verdict: Verdict) -> Verdict:
-        """A fresh input set and torch.compile's code generation and first run in the device's shared slot (CPU work
-        that other workers' checks may overlap, but no timing may), then eager and torch.compile timed in one hold
-        of the exclusive slot (the baselines an agent is measured by), then the window and the compile verdicts."""
+        """A fresh input set in the device's shared slot; torch.compile's code generation outside any slot (CPU work:
+        no other worker's timing waits for it), its first run in the shared slot, which the reference process takes
+        once the code exists (``harness/compile_backend.py``); then eager and torch.compile timed in one hold of the
+        exclusive slot (the baselines an agent is measured by); then the window and the compile verdicts."""
         reference = self._process()
         waits: collections.Counter[str] = collections.Counter()
         timing = dataclasses.asdict(self.timing)
@@ -193,13 +198,15 @@ class ExecutionFilter:
         compiled_ms: float | None = None
         start = time.monotonic()
         try:
-            with _waited(shared_slot(self.backend, self.cache_dir, label="synth compile"), waits, "compile_wait"):
+            with _waited(shared_slot(self.backend, self.cache_dir, label="synth inputs"), waits, "compile_wait"):
                 reference.call(Prepare(key=COMPILE_KEY, seed=secrets.randbits(62), kind="task"))
-                if self.config.check_compile:
-                    try:
-                        reference.call(CompileReference(key=COMPILE_KEY))
-                    except RuntimeError as exc:
-                        compile_error = _first_line(exc)
+            if self.config.check_compile:
+                try:
+                    reference.call(CompileReference(key=COMPILE_KEY, slot=self._shared_slot))
+                except RuntimeError as exc:
+                    compile_error = _first_line(exc)
+                if reference.alive:
+                    waits["compile_wait"] += reference.call(CompileDone()).seconds.get("slot", 0.0)
             compiled_at = time.monotonic()
             if compile_error is not None and not reference.alive:  # torch.compile took the process down with it
                 phases = {**verdict.seconds, "compile": compiled_at - start, **waits}

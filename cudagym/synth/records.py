@@ -134,8 +134,8 @@ class Verdict:
 FILTER_PHASES = {
     "check": "the task checks (loading, determinism, shortcuts, input probe), their slot wait included",
     "check_wait": "of it, waiting for the device's shared slot",
-    "compile": "a fresh input set, torch.compile's code generation and first run, their slot wait included",
-    "compile_wait": "of it, waiting for the device's shared slot",
+    "compile": "a fresh input set, torch.compile's code generation and first run, their slot waits included",
+    "compile_wait": "of it, waiting for the device's shared slot (the inputs', then the first run's)",
     "timing": "eager and torch.compile timed in one hold of the exclusive slot, its wait included",
     "timing_wait": "of it, waiting for the exclusive slot",
 }

@@ -110,8 +110,9 @@ def test_a_candidate_holds_the_exclusive_slot_once_for_both_timings(
     synth_filters: FilterConfig, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each exclusive hold stalls every other worker's device work until the shared holders drain: a candidate takes
-    one, for eager and torch.compile together, after its checks and code generation in the shared slot; a candidate
-    the checks drop takes none."""
+    one, for eager and torch.compile together, after its checks and its input set in the shared slot (torch.compile's
+    first run takes the shared slot inside the reference process, after its code generation:
+    ``tests/test_reference_process.py``); a candidate the checks drop takes none."""
     from cudagym.gpu_lock import read_journal
 
     journal = tmp_path / "slots.jsonl"
@@ -128,7 +129,7 @@ def test_a_candidate_holds_the_exclusive_slot_once_for_both_timings(
     finally:
         judge.close()
     assert kept.passed and kept.eager_ms and kept.compile_ms, kept
-    assert held == [("synth check", "shared"), ("synth compile", "shared"), ("synth timing", "exclusive")]
+    assert held == [("synth check", "shared"), ("synth inputs", "shared"), ("synth timing", "exclusive")]
     assert dropped.reason is DropReason.DEGENERATE
     assert after_drop == [("synth check", "shared")]
 
