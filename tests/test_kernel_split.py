@@ -230,7 +230,12 @@ def links_here(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def builder(cache: Path, **options: Any) -> InlineBuilder:
-    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(**options)))
+    """A builder of ``options`` on ``cache``, without precompiled headers (``use_pch=False``, unless given). With them,
+    a split's host unit starts the header of its leading includes in the background and compiles without it
+    meanwhile, which is all a test here would see of it. The compiler sandbox shows that build no workspace
+    (``Builder._build_header``), so it compiled torch's own ``torch/extension.h`` in place of the stand-in until its
+    300 s limit: one such build per test, left running beside the tests that followed."""
+    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(**{"use_pch": False, **options})))
 
 
 def was_split(result: CompileResult) -> bool:
