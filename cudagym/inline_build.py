@@ -191,6 +191,11 @@ class _Way:
     compiled_first: tuple[CompileUnit, ...] = ()  # its units compiled before the build (a template split's host)
 
 
+def _has_include_paths(flags: Sequence[str]) -> bool:
+    """Whether ``flags`` name an include path of the request's (``-I``; torch's and CUDA's are ``-isystem``)."""
+    return any(flag.startswith("-I") for flag in flags)
+
+
 def host_flags(cuda_cflags: Sequence[str]) -> list[str]:
     """The flags of a request's CUDA compile that nvcc applies to host code (macros, include paths, optimisation,
     debug information, the language standard, what ``-Xcompiler`` passes on), for the C++ compiler of a split file's
@@ -521,8 +526,15 @@ class InlineBuilder:
             header_digest,
         )
         prefix = kernel_split.leading_includes(parts.host)
-        if prefix and not (self.builder.objects_dir / f"{host.key}.o").exists():
-            header_flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+        header_flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+        # a header built where the workspace is not visible (the compiler sandbox shows it none) must not depend on
+        # it: with include paths of the request's, a leading <...> may name one of its files (the header would fail,
+        # or hold a system copy of the same name whose guard then hides the workspace's), so the unit goes without
+        if (
+            prefix
+            and not _has_include_paths(header_flags)
+            and not (self.builder.objects_dir / f"{host.key}.o").exists()
+        ):
             header = f"#include <cuda_runtime.h>\n{prefix}"
             pch = self.builder.precompiled_header(header, header_flags, wait=self.builder.options.wait_for_pch)
             if pch is not None:

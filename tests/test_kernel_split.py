@@ -230,12 +230,7 @@ def links_here(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def builder(cache: Path, **options: Any) -> InlineBuilder:
-    """A builder of ``options`` on ``cache``, without precompiled headers (``use_pch=False``, unless given). With them,
-    a split's host unit starts the header of its leading includes in the background and compiles without it
-    meanwhile, which is all a test here would see of it. The compiler sandbox shows that build no workspace
-    (``Builder._build_header``), so it compiled torch's own ``torch/extension.h`` in place of the stand-in until its
-    300 s limit: one such build per test, left running beside the tests that followed."""
-    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(**{"use_pch": False, **options})))
+    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(**options)))
 
 
 def was_split(result: CompileResult) -> bool:
@@ -285,6 +280,24 @@ def test_a_split_source_compiles_in_two_units_whose_launchers_meet_and_a_kernel_
     _, again = inline.build(request(edited), workspace)
     assert again.status is Status.OK and was_split(again), again.diagnostics
     assert again.objects_compiled == 1 and again.objects_reused == 2  # the device unit alone
+
+
+@needs_nvcc
+def test_a_host_unit_whose_request_has_include_paths_asks_for_no_precompiled_header(
+    tmp_path: Path, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A header is built where the workspace is not visible (the compiler sandbox shows it none). With the request's
+    include paths a leading ``<...>`` may be one of its files, as the stand-in ``torch/extension.h`` here is: built
+    without it, the header compiled torch's real one (for minutes, beside everything else) and would have hidden the
+    workspace's behind its guard. So the host unit asks for none and compiles against what the workspace holds."""
+    asked: list[str] = []
+    monkeypatch.setattr(
+        Builder, "precompiled_header", lambda self, text="", flags=None, *, wait=True: asked.append(text)
+    )
+    source = fresh(f"#include <torch/extension.h>\n{KERNEL}{HOST}")
+    _, result = builder(tmp_path / "cache").build(request(source), workspace)
+    assert compiled(result) and was_split(result), result.diagnostics
+    assert not any("torch/extension.h" in text for text in asked), asked
 
 
 @needs_nvcc
