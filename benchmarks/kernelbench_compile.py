@@ -326,8 +326,13 @@ def main() -> None:
         action="store_true",
         help="cold caches hold the precompiled headers `cudagym prepare` makes (a prepared machine's first compile)",
     )
+    parser.add_argument(
+        "--units", action="store_true", help="log each compile unit's start and end (where a cold compile's time goes)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    if args.units:
+        logging.getLogger("cudagym.build").setLevel(logging.DEBUG)
     os.environ.pop("CCACHE_DIR", None)  # a cold run starts with an empty ccache of its own
     if args.arch:
         backend = Backend(name="cuda", device="cuda", device_name="nvcc only", arch=args.arch)

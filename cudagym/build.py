@@ -425,6 +425,7 @@ class Builder:
             return list(pool.map(lambda u: self._compile_one(u, ws, readonly), units))
 
     def _compile_one(self, unit: CompileUnit, ws: Path, also_readonly: Sequence[Path] = ()) -> tuple[int, str]:
+        started = time.monotonic()
         final = self.objects_dir / f"{unit.key}.o"
         with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as tmp:
             out = Path(tmp) / "out.o"
@@ -448,6 +449,14 @@ class Builder:
                     (self.objects_dir / f"{unit.key}.log").write_text(text)
                 shutil.move(str(out), str(final.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp")))
                 os.replace(final.with_suffix(f".{os.getpid()}.{threading.get_ident()}.tmp"), final)
+        logger.debug(
+            "%s (%s%s): %s in %.2f s",
+            unit.source.name,
+            unit.kind,
+            ", against its precompiled header" if unit.pch is not None else "",
+            "compiled" if code == 0 else f"failed ({code})",
+            time.monotonic() - started,
+        )
         return code, text
 
     def _link_flags(self, extra: Sequence[str] = ()) -> list[str]:
