@@ -13,13 +13,15 @@ played by the RL stages and by the scripted agent (the RFT data), the next ``--h
 ``--max-new-tokens``, so the tasks with short solutions suit a short run). The
 model is the tiny Qwen3 built here (``--hidden``, ``--layers``), or ``--model NAME`` (a local folder or a cached Hub
 model). Before and after the recipe, ``--eval-episodes`` sampled episodes per task group are played without updates;
-their mean episode reward is the "policy" table. The run's artefacts are under ``--out``. Prints two tables.
+their mean episode reward is the "policy" table, also kept in ``OUT/policy_untrained.json`` and
+``OUT/policy_trained.json`` as soon as each is measured. The run's artefacts are under ``--out``. Prints two tables.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import logging
 import platform
 import statistics
@@ -64,6 +66,12 @@ def mean_rewards(
         for (name, _), trajectory in zip(batch, played, strict=True):
             returns[name].append(trajectory.episode_return)
     return {name: statistics.fmean(values) for name, values in returns.items()}
+
+
+def _keep(out: Path, name: str, scores: dict[str, float]) -> None:
+    """``OUT/policy_<name>.json``: a measurement kept as soon as it is taken (a run its time limit cuts keeps it)."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"policy_{name}.json").write_text(json.dumps(scores, indent=1) + "\n")
 
 
 def main() -> None:
@@ -154,6 +162,7 @@ def main() -> None:
 
     before = measured()
     logger.info("untrained policy: %s (%.0f s in)", before, time.monotonic() - start)
+    _keep(args.out, "untrained", before)
     spec = RecipeSpec(
         out=args.out,
         model=args.model,
@@ -173,6 +182,7 @@ def main() -> None:
     report = run_recipe(spec, policy)
     after = measured()
     logger.info("after the recipe: %s (%.0f s in)", after, time.monotonic() - start)
+    _keep(args.out, "trained", after)
     stamp = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
     print(f"# llm_ppo_curve: {stamp}, {platform.node()}, backend {backend}, model {args.model}")
     print(f"# train tasks: {', '.join(train)}; held out: {', '.join(held) or 'none'}")
