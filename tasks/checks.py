@@ -123,8 +123,7 @@ def check_task(
 ) -> TaskCheck:
     """Runs the checks for one task (at the sizes it was loaded with) and stores its input verdict. With ``slots``,
     the eager time is measured in a request of its own inside ``slots.timing`` and the rest inside ``slots.work``,
-    so that only the timing keeps other processes off the device (the synthesis filters check many tasks at once).
-    """
+    so that only the timing keeps other processes off the device (the synthesis filters check many tasks at once)."""
     config = config or EvalConfig()
     folder = Path(cache_dir) if cache_dir else default_cache_dir()
     timing = resolve_timing(config.timing, backend, folder, find_toolchain().nvcc)  # the evaluator's method

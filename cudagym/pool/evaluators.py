@@ -140,7 +140,11 @@ class Lease:
     jobs: int = 0
     born: float = dataclasses.field(default_factory=time.monotonic)
     ready_at: float | None = None  # when its first job ended (the evaluator is up)
-    bring_up_seconds: float = 0.0  # from the slot's reservation to the end of its first job
+
+    @property
+    def bring_up_seconds(self) -> float:
+        """From the slot's reservation to the end of its first job (0 before that job ends)."""
+        return 0.0 if self.ready_at is None else self.ready_at - self.born
 
 
 @dataclasses.dataclass(frozen=True)
@@ -277,7 +281,6 @@ class EvaluatorSet:
         lease.last_used = time.monotonic()
         if lease.ready_at is None and lease.evaluator is not None:
             lease.ready_at = lease.last_used
-            lease.bring_up_seconds = lease.last_used - lease.born
         if healthy and lease.evaluator is not None:
             self._idle[lease.slot] = lease
             return []
