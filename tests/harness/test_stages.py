@@ -176,7 +176,7 @@ def test_a_steady_candidate_is_timed_until_its_median_is_known_not_for_the_whole
     steady = _PacedCandidate(harness, lambda: 100.0 + secrets.randbelow(100) / 1000)  # within 0.1%
     reply = _time_within(harness, steady, 0.005)
     assert reply.failure is None and reply.reps == 10, reply  # min_reps, not the 60 s budget or max_reps
-    # a spread of 100% never narrows to 0.5% (one of 20% did, 57 reps in, on a loaded machine)
+    # a spread of 100% never narrows to 0.5% (a 20% spread of whole microseconds could, by chance, on a loaded machine)
     noisy = _PacedCandidate(harness, lambda: 100.0 + secrets.randbelow(100))
     assert _time_within(harness, noisy, 0.005).reps == 60
     assert _time_within(harness, _PacedCandidate(harness, lambda: 100.0), 0.0).reps == 60  # 0: the whole budget
