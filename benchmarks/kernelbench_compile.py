@@ -7,16 +7,19 @@ Both formats hold the same kernel: a tiled fp32 matmul of two 4096x4096 matrices
 * **kernelbench**: ``model_new.py`` builds it with ``load_inline`` (a declaration in ``cpp_sources``, the kernel and its
   torch wrapper in ``cuda_sources`` with ``#include <torch/extension.h>``, ``functions=[...]``), as KernelBench's
   solutions do. It is built the way cudagym builds it: the request a candidate's ``load_inline`` sends
-  (``cudagym/harness/inline_loader.py``) goes through ``cudagym.inline_build.InlineBuilder`` (``main.cpp`` against a
-  precompiled ``torch/extension.h``, ``cuda.cu`` split by ``cudagym.kernel_split`` into its kernels, compiled by nvcc
-  without torch's headers, and its host code, compiled by the C++ compiler against a precompiled header of its
-  includes; objects cached by content, ccache, the compiler sandbox).
+  (``cudagym/harness/inline_loader.py``) goes through ``cudagym.inline_build.InlineBuilder`` (``main.cpp`` against
+  the binding headers and their precompiled header, ``cuda.cu`` split by ``cudagym.kernel_split`` into its kernels,
+  compiled by nvcc without torch's headers, and its host code, compiled by the C++ compiler against
+  ``torch/types.h`` and a precompiled header of its includes, as ``cudagym.light_headers``' guards allow; objects
+  cached by content, ccache, the compiler sandbox).
 * **kernelbench-template**: the same kernel as a template on its element type, launched through
   ``AT_DISPATCH_FLOATING_TYPES`` (its float and double instances), split too: the host unit is compiled first, the
   device unit instantiating the launchers its object uses.
 * **kernelbench-light**: the same with ``BuildOptions(split_sources=False)``: ``cuda.cu`` whole, by nvcc against
   ``torch/types.h`` in place of ``torch/extension.h`` where the guard of ``cudagym.light_headers`` allows it, as
   before the split.
+* **kernelbench-heavy**: the split with ``BuildOptions(light_headers=False)``: ``main.cpp`` and the host unit against
+  ``torch/extension.h`` (and its precompiled header once built), as before they got lighter headers.
 * **kernelbench-as-written**: the same with ``light_headers=False`` too: ``cuda.cu`` always compiled as written (with
   ``torch/extension.h``), as before the light header.
 * **workspace**: ``kernels/matmul.cu`` (the kernel and its launcher, no torch header) and ``kernels/matmul_binding.cpp``
@@ -214,6 +217,7 @@ FORMATS = (
     Format("kernelbench", compile_kernelbench, KERNELBENCH_CUDA),
     Format("kernelbench-light", compile_kernelbench, KERNELBENCH_CUDA, {"split_sources": False}),
     Format("kernelbench-template", compile_kernelbench, KERNELBENCH_TEMPLATE_CUDA),
+    Format("kernelbench-heavy", compile_kernelbench, KERNELBENCH_CUDA, {"light_headers": False}),
     Format(
         "kernelbench-as-written",
         compile_kernelbench,

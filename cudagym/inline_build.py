@@ -42,7 +42,8 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -191,6 +192,10 @@ class _Way:
     compiled_first: tuple[CompileUnit, ...] = ()  # its units compiled before the build (a template split's host)
 
 
+def _is_nvcc(compiler: str) -> bool:
+    return Path(compiler).name.startswith("nvcc")
+
+
 def _has_include_paths(flags: Sequence[str]) -> bool:
     """Whether ``flags`` name an include path of the request's (``-I``; torch's and CUDA's are ``-isystem``)."""
     return any(flag.startswith("-I") for flag in flags)
@@ -246,18 +251,19 @@ class InlineBuilder:
         folder = self._write_sources(sources)
         digest = _workspace_headers(workspace)
         units = [self._unit(folder / name, folder, workspace, sources, includes, digest) for name, _ in sources.files]
+        self._read_guards(units, sources, includes, workspace, digest)
         # each file's ways to compile, the fastest first; a way whose units fail gives way to the next, the file as
-        # written last (its result, errors included, is the one the agent sees)
-        ladders = [
-            self._ways(
-                unit,
-                self._split_way(unit, folder, workspace, sources, includes, digest, beside=units),
-                workspace,
-                digest,
-            )
-            for unit in units
-        ]
-        ways = [next(ladder) for ladder in ladders]
+        # written last (its result, errors included, is the one the agent sees). The C++ files' come first: a split
+        # with template kernels compiles their first ways' units beside its host unit, before the build
+        order = sorted(range(len(units)), key=lambda i: units[i].kind == "cu")
+        ladders: dict[int, Iterator[_Way]] = {}
+        opening: dict[int, _Way] = {}
+        for i in order:
+            beside = [u for way in opening.values() for u in way.units]
+            split = self._split_way(units[i], folder, workspace, sources, includes, digest, beside=beside)
+            ladders[i] = self._ways(units[i], split, folder, workspace, digest)
+            opening[i] = next(ladders[i])
+        ways = [opening[i] for i in range(len(units))]
         while True:
             chosen = [unit for way in ways for unit in way.units]
             result = self.builder.build_units(
@@ -307,7 +313,8 @@ class InlineBuilder:
         for name, _ in sources.files:
             unit = self._unit(folder / name, folder, workspace, sources, [], digest)
             split = self._split_way(unit, folder, workspace, sources, [], digest)
-            headers += [u.pch for u in (unit, *(split.units if split else ())) if u.pch is not None]
+            first = next(self._ways(unit, split, folder, workspace, digest))  # the way a build would try first
+            headers += [u.pch for u in first.units if u.pch is not None]
         return headers
 
     def _split_errors(
@@ -350,7 +357,7 @@ class InlineBuilder:
         includes = split_errors.directives(source)
         if not includes:
             return frozenset()
-        flags, key = self._preprocessor_key(device, workspace, header_digest, includes)
+        flags, key = self._preprocessor_key(device.command, workspace, header_digest, includes)
         known = (str(self.builder.cache_dir), key)
         if known in _TORCH_WORDS:
             _TORCH_WORDS[known] = _TORCH_WORDS.pop(known)  # the most recently used last
@@ -375,11 +382,11 @@ class InlineBuilder:
         return words
 
     def _preprocessor_key(
-        self, unit: CompileUnit, workspace: Workspace, header_digest: str, *extra: str
+        self, command: Sequence[str], workspace: Workspace, header_digest: str, *extra: str
     ) -> tuple[list[str], str]:
-        """(``unit``'s flags without its command's source and the module's name, the key of what the preprocessor
-        reads with them: the toolchain, the portable flags, the workspace's headers and ``extra``)."""
-        flags = [c for c in unit.command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
+        """(a unit's ``command`` without its source and the module's name, the key of what the preprocessor reads
+        with it: the toolchain, the portable flags, the workspace's headers and ``extra``)."""
+        flags = [c for c in command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
         portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
         toolchain = self.builder.toolchain
         key = content_hash(compiler_identity(flags[0]), toolchain.torch_version, *portable, header_digest, *extra)
@@ -392,7 +399,8 @@ class InlineBuilder:
             scratch = Path(tmp)
             probe, out = scratch / name, scratch / "probe.ii"
             probe.write_text(text)
-            command = [*flags, "-Xcompiler", "-dD", "-E", str(probe), "-o", str(out)]
+            keep_macros = ["-Xcompiler", "-dD"] if _is_nvcc(flags[0]) else ["-dD"]
+            command = [*flags, *keep_macros, "-E", str(probe), "-o", str(out)]
             code, output = self.builder._run(command, scratch, scratch, readonly=[workspace.path])
             if code != 0 or not out.exists():
                 logger.warning("torch's headers could not be preprocessed: %s", output[-2000:])
@@ -402,13 +410,24 @@ class InlineBuilder:
     def _compiled(self, way: _Way) -> bool:
         return all((self.builder.objects_dir / f"{unit.key}.o").exists() for unit in way.units)
 
-    def _ways(self, unit: CompileUnit, split: _Way | None, workspace: Workspace, header_digest: str) -> Iterator[_Way]:
+    def _ways(
+        self, unit: CompileUnit, split: _Way | None, folder: Path, workspace: Workspace, header_digest: str
+    ) -> Iterator[_Way]:
         """How ``unit``'s file can be compiled, fastest first, each looked at only when the one before failed: ``split``
-        in two (``cudagym.kernel_split``), against the light header (``cudagym.light_headers``), as written."""
+        in two (``cudagym.kernel_split``), against the light headers (``cudagym.light_headers``), as written (a
+        binding file against the precompiled ``torch/extension.h``, whose build starts only if this way is reached)."""
         if split is not None:
             yield split
-        if (light := self._light_unit(unit, workspace, header_digest)) is not None:
-            yield _Way("against the light header", (light,), self._heavy_marker(light))
+        if (light := self._light_way(unit, workspace, header_digest)) is not None:
+            yield light
+        if unit.kind == "binding":
+            text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
+            source = unit.source
+
+            def key(command: Sequence[str]) -> str:
+                return self._keyed(source, "binding", list(command), folder, workspace, header_digest).key
+
+            unit = self._against_header(unit, EXTENSION_HEADER, text, key)
         yield _Way("as written", (unit,), None)
 
     def _include_flags(self, sources: InlineSources, workspace: Workspace) -> list[str]:
@@ -457,17 +476,28 @@ class InlineBuilder:
             return self._keyed(source, "cu", command, folder, workspace, header_digest)
         flags = [*common, "-fPIC", "-std=c++20", *sources.cflags]
         command = [toolchain.cxx, *flags, "-fdiagnostics-color=never", "-c", str(source)]
-        plain = self._keyed(source, "binding", command, folder, workspace, header_digest)
-        if not source.read_text(encoding="utf-8", errors="surrogatepass").startswith(EXTENSION_HEADER.strip()):
-            return plain  # the header would add declarations the file does not include (no_implicit_headers, load)
-        # one header per set of flags (the module's name does not change it): built in the background the first time,
-        # the compile going on without it meanwhile; an object compiled without it then serves just as well
-        header_flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
-        pch = builder.precompiled_header(EXTENSION_HEADER, header_flags, wait=builder.options.wait_for_pch)
-        if pch is None or (builder.objects_dir / f"{plain.key}.o").exists():
-            return plain
+        return self._keyed(source, "binding", command, folder, workspace, header_digest)
+
+    def _against_header(
+        self, unit: CompileUnit, header: str, text: str, key: Callable[[Sequence[str]], str]
+    ) -> CompileUnit:
+        """The binding ``unit`` (whose file's ``text`` begins with ``header``) compiled against the precompiled
+        ``header`` of its flags (the module's name does not change it, so one header serves every request): built in
+        the background the first time, the compile going on without it meanwhile. ``unit`` itself where its object is
+        cached (compiled without the header, it serves just as well), where the file does not begin with the header
+        (the header would add declarations the file does not include: no_implicit_headers, load) or where the request
+        names include paths (the header is built where the workspace is not visible, so it could hold other files
+        than the compile would find). ``key`` keys a command of the unit's."""
+        objects = self.builder.objects_dir
+        command = list(unit.command)
+        header_flags = [f for f in command[1:-3] if not f.startswith("-DTORCH_EXTENSION_NAME=")]
+        if not text.startswith(header) or _has_include_paths(header_flags) or (objects / f"{unit.key}.o").exists():
+            return unit
+        pch = self.builder.precompiled_header(header, header_flags, wait=self.builder.options.wait_for_pch)
+        if pch is None:
+            return unit
         command = [*command[:-2], "-include", str(pch), "-Winvalid-pch", *command[-2:]]
-        return dataclasses.replace(self._keyed(source, "binding", command, folder, workspace, header_digest), pch=pch)
+        return dataclasses.replace(unit, command=tuple(command), key=key(command), pch=pch)
 
     def _common_flags(self, sources: InlineSources, includes: list[str]) -> list[str]:
         """The flags every file of a request is compiled with: the module's name, the include paths, torch's."""
@@ -512,20 +542,13 @@ class InlineBuilder:
             logger.warning("splitting %s failed; it compiles whole", unit.source.name, exc_info=True)
             return None
         device_path = unit.source.parent / "split" / unit.source.name
-        host_path = unit.source.parent / "split" / f"{unit.source.stem}_host.cpp"
-        _write_once(host_path, parts.host, replace=True)
+        host_path, host_command = self._host_command(unit, sources, includes)
+        host_text = self._lighter_host(parts.host, host_command, workspace, header_digest)
+        _write_once(host_path, host_text, replace=True)
         flags = [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
         base = [self.builder.toolchain.cxx, *flags, "-fdiagnostics-color=never"]
-        # nvcc includes cuda_runtime.h before a file's host code: so does the host unit, or its header
-        host = self._keyed(
-            host_path,
-            "cxx",
-            [*base, "-include", "cuda_runtime.h", "-c", str(host_path)],
-            folder,
-            workspace,
-            header_digest,
-        )
-        prefix = kernel_split.leading_includes(parts.host)
+        host = self._keyed(host_path, "cxx", host_command, folder, workspace, header_digest)
+        prefix = kernel_split.leading_includes(host_text)
         header_flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
         # a header built where the workspace is not visible (the compiler sandbox shows it none) must not depend on
         # it: with include paths of the request's, a leading <...> may name one of its files (the header would fail,
@@ -566,6 +589,28 @@ class InlineBuilder:
         )
         return _Way(SPLIT, (dataclasses.replace(device, quiet=True), host), marker, compiled_first=first)
 
+    def _host_command(self, unit: CompileUnit, sources: InlineSources, includes: list[str]) -> tuple[Path, list[str]]:
+        """(the path of the CUDA file ``unit``'s host unit when split, the C++ compiler's command for it)."""
+        path = unit.source.parent / "split" / f"{unit.source.stem}_host.cpp"
+        flags = [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
+        # nvcc includes cuda_runtime.h before a file's host code: so does the host unit, or its header
+        command = [self.builder.toolchain.cxx, *flags, "-fdiagnostics-color=never", "-include", "cuda_runtime.h"]
+        return path, [*command, "-c", str(path)]
+
+    def _lighter_host(self, host: str, command: Sequence[str], workspace: Workspace, header_digest: str) -> str:
+        """A split file's host code, with ``torch/types.h`` in place of the heavy torch headers where the guard
+        finds that this cannot change what it means for the host unit's ``command`` (``cudagym.light_headers``);
+        else as the split made it."""
+        if not self.builder.options.light_headers or (light := light_headers.lighter(host)) is None:
+            return host
+        additions = self._heavy_only(command, light_headers.PROBE, workspace, header_digest)
+        if additions is None:
+            return host
+        if reason := additions.blocks(host):
+            logger.info("a host unit keeps torch's heavy headers: %s", reason)
+            return host
+        return light
+
     def _template_instances(
         self, host: CompileUnit, parts: kernel_split.Split, tag: str
     ) -> kernel_split.Instances | None:
@@ -587,48 +632,90 @@ class InlineBuilder:
             logger.info("%s compiles whole: %s", host.source.name, exc)
         return None
 
-    def _light_unit(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> CompileUnit | None:
-        """The compile of ``unit``'s CUDA file against ``torch/types.h`` in place of the heavy torch headers
-        (``cudagym.light_headers``): its copy ``light/<name>`` beside it, the same command and flags. None where
-        there is no such copy, where it could mean something else than the file, where it failed to compile
-        before, or where the file's own object is cached already (the light one would only cost a compile)."""
-        if unit.kind != "cu" or not self.builder.options.light_headers:
+    def _light_way(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> _Way | None:
+        """The compile of ``unit``'s file against lighter headers than torch's heavy ones (``cudagym.light_headers``):
+        a CUDA file against ``torch/types.h``, a binding file (``main.cpp``) against pybind11's and torch's
+        bindings' headers beside it (and their precompiled header, once built); its copy ``light/<name>`` beside it,
+        the same command and flags. None where there is no such copy, where it could mean something else than the
+        file, where it failed to compile before, or where the file's own object is cached already (the light one
+        would only cost a compile)."""
+        if unit.kind not in ("cu", "binding") or not self.builder.options.light_headers:
             return None
+        binding = unit.kind == "binding"
         text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
-        light_text = light_headers.lighter(text)
+        light_text = light_headers.lighter_binding(text) if binding else light_headers.lighter(text)
         if light_text is None:
             return None
         path = unit.source.parent / "light" / unit.source.name
+
+        def key(command: Sequence[str]) -> str:
+            portable = [
+                c.replace(str(path.parent.parent), "<src>").replace(str(workspace.path), "<ws>") for c in command
+            ]
+            backend, toolchain = self.builder.backend, self.builder.toolchain
+            return content_hash(
+                content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, light_text.encode()),
+                header_digest,
+            )
+
         command = [*unit.command[:-1], str(path)]
-        portable = [c.replace(str(unit.source.parent), "<src>").replace(str(workspace.path), "<ws>") for c in command]
-        backend, toolchain = self.builder.backend, self.builder.toolchain
-        key = content_hash(
-            content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, light_text.encode()),
-            header_digest,
-        )
-        light = CompileUnit(path, "cu", tuple(command), key)
+        light = CompileUnit(path, unit.kind, tuple(command), key(command))
         objects = self.builder.objects_dir
-        if not (objects / f"{key}.o").exists():
+        if not (objects / f"{light.key}.o").exists():
             if (objects / f"{unit.key}.o").exists() or self._heavy_marker(light).exists():
                 return None
-            additions = self._heavy_only(unit, workspace, header_digest)
+            probe = light_headers.BINDING_PROBE if binding else light_headers.PROBE
+            additions = self._heavy_only(unit.command, probe, workspace, header_digest)
             if additions is None:
                 return None
             if reason := additions.blocks(text):
                 logger.info("%s compiles as written: %s", unit.source.name, reason)
                 return None
         _write_once(path, light_text)
-        return light
+        marker = self._heavy_marker(light)  # of the copy, whether its compile has the precompiled header or not
+        if binding:
+            light = self._against_header(light, light_headers.BINDING_INCLUDES, light_text, key)
+        return _Way("against the light header", (light,), marker)
 
     def _heavy_marker(self, light: CompileUnit) -> Path:
         """The file that says ``light``'s compile failed (the source needs the heavy headers, or is broken)."""
         return self.builder.cache_dir / "light" / "failed" / light.key
 
-    def _heavy_only(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> HeavyOnly | None:
-        """What the heavy torch headers add for ``unit``'s flags (the module's name aside): read once per toolchain
-        and flags from the preprocessor's output of the light and heavy headers (``light_headers.heavy_only``),
-        then kept under ``<cache>/light``; None where the preprocessor failed (the file then compiles as written)."""
-        flags, key = self._preprocessor_key(unit, workspace, header_digest)
+    def _read_guards(
+        self,
+        units: Sequence[CompileUnit],
+        sources: InlineSources,
+        includes: list[str],
+        workspace: Workspace,
+        header_digest: str,
+    ) -> None:
+        """Reads side by side the guards that ``units``' first ways will ask for (``_heavy_only``: a binding file's,
+        a split file's host unit's), each a preprocessor run of torch's headers, where no object of the file is
+        cached: on a new cache they come before every compile."""
+        if not self.builder.options.light_headers:
+            return
+        asks: list[tuple[Sequence[str], light_headers.Probe]] = []
+        for unit in units:
+            if (self.builder.objects_dir / f"{unit.key}.o").exists():
+                continue
+            text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
+            if unit.kind == "binding" and light_headers.lighter_binding(text) is not None:
+                asks.append((unit.command, light_headers.BINDING_PROBE))
+            elif unit.kind == "cu" and self.builder.options.split_sources and light_headers.lighter(text) is not None:
+                asks.append((self._host_command(unit, sources, includes)[1], light_headers.PROBE))
+        if len(asks) < 2:
+            return  # a single one is read where it is asked for
+        with ThreadPoolExecutor(len(asks), thread_name_prefix="cudagym-guard") as pool:
+            list(pool.map(lambda ask: self._heavy_only(*ask, workspace, header_digest), asks))
+
+    def _heavy_only(
+        self, command: Sequence[str], probe: light_headers.Probe, workspace: Workspace, header_digest: str
+    ) -> HeavyOnly | None:
+        """What the heavy torch headers add to ``probe``'s light ones for a unit's ``command`` (the module's name
+        aside): read once per toolchain, flags and probe from the preprocessor's output of ``probe``
+        (``light_headers.heavy_only``), then kept under ``<cache>/light``; None where the preprocessor failed (the
+        file then compiles as written)."""
+        flags, key = self._preprocessor_key(command, workspace, header_digest, probe.text)
         known = (str(self.builder.cache_dir), key)  # as stored in that cache (whose headers it was read from)
         if known in _HEAVY_ONLY:
             return _HEAVY_ONLY[known]
@@ -636,22 +723,25 @@ class InlineBuilder:
         additions: HeavyOnly | None = None
         try:
             data = json.loads(stored.read_text())
-            additions = HeavyOnly(macros=frozenset(data["macros"]), names=frozenset(data["names"]))
+            additions = HeavyOnly(
+                macros=frozenset(data["macros"]), names=frozenset(data["names"]), python_kept=data["python_kept"]
+            )
         except (OSError, ValueError, KeyError, TypeError):
-            additions = self._read_heavy_only(flags, workspace)
+            additions = self._read_heavy_only(flags, probe, workspace)
             if additions is not None:
-                text = json.dumps({"macros": sorted(additions.macros), "names": sorted(additions.names)})
-                _write_once(stored, text, replace=True)
+                fields = {"macros": sorted(additions.macros), "names": sorted(additions.names)}
+                _write_once(stored, json.dumps({**fields, "python_kept": additions.python_kept}), replace=True)
         _HEAVY_ONLY[known] = additions
         return additions
 
-    def _read_heavy_only(self, flags: list[str], workspace: Workspace) -> HeavyOnly | None:
+    def _read_heavy_only(self, flags: list[str], probe: light_headers.Probe, workspace: Workspace) -> HeavyOnly | None:
         started = time.monotonic()
-        preprocessed = self._preprocess(flags, light_headers.PROBE, light_headers.PROBE_NAME, workspace)
+        name = light_headers.PROBE_NAME if _is_nvcc(flags[0]) else "heavy_probe.cpp"
+        preprocessed = self._preprocess(flags, probe.text, name, workspace)
         if preprocessed is None:
             return None
         try:
-            additions = light_headers.heavy_only(preprocessed)
+            additions = light_headers.heavy_only(preprocessed, probe, name)
         except ValueError as exc:
             logger.warning("the light header check could not read the preprocessor's output: %s", exc)
             return None

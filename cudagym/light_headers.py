@@ -27,6 +27,14 @@ The heavy-only macros and names are read from the preprocessor's output of ``tor
 ``torch/extension.h`` (:func:`heavy_only`), with the compile's own flags, once per toolchain and flags. What is left
 unguarded: an overload or specialisation the heavy headers add to a name the light ones declare too (torch's C++
 frontend adds its own names in namespaces of its own: ``torch::nn``, ``torch::optim``, ...).
+
+The same holds for a split file's host unit (``cudagym.kernel_split``), compiled by the C++ compiler against the light
+header where its text passes the guard, and, with lighter headers of their own, for ``load_inline``'s ``main.cpp``
+(the request's declarations and its pybind11 module): its copy includes pybind11 with torch's type casters
+(``torch/csrc/utils/pybind.h``) and the error wrapper of its bindings (``torch/csrc/Exceptions.h``) before
+``torch/types.h`` (:data:`BINDING_HEADERS`), leaving out torch's C++ frontend. Its guard reads the heavy part after
+those headers, and lets the copy name Python's API only where the heavy part adds no pybind11 type caster (a caster
+there would change what a binding converts).
 """
 
 from __future__ import annotations
@@ -36,9 +44,36 @@ import re
 
 LIGHT_HEADER = "torch/types.h"
 HEAVY_HEADERS = ("torch/extension.h", "torch/torch.h", "torch/all.h")
-# the file the preprocessor reads to tell the heavy headers' part from the light ones' (line 2 starts the heavy part)
-PROBE = f"#include <{LIGHT_HEADER}>\n#include <torch/extension.h>\n"
+# what a binding file's lighter copy includes: pybind11 with torch's type casters, torch::wrap_pybind_function
+# (load_inline's bindings, with_pytorch_error_handling) and the light header
+BINDING_HEADERS = ("torch/csrc/utils/pybind.h", "torch/csrc/Exceptions.h", LIGHT_HEADER)
+
+
+@dataclasses.dataclass(frozen=True)
+class Probe:
+    """A file for the preprocessor that includes ``light`` headers, then ``torch/extension.h``: the line after the
+    light ones starts the heavy part. ``bindings``: the light part holds Python's and pybind11's API."""
+
+    light: tuple[str, ...]
+    bindings: bool
+
+    @property
+    def text(self) -> str:
+        return "".join(f"#include <{header}>\n" for header in (*self.light, "torch/extension.h"))
+
+    @property
+    def heavy_line(self) -> int:
+        return len(self.light) + 1
+
+
+PROBE = Probe((LIGHT_HEADER,), bindings=False)  # a CUDA file's, or a split file's host unit's
+BINDING_PROBE = Probe(BINDING_HEADERS, bindings=True)  # a binding file's (main.cpp)
 PROBE_NAME = "heavy_probe.cu"
+# the text a binding file's lighter copy begins with (its precompiled header), then the line that gives the file's
+# own first line its number back
+BINDING_INCLUDES = "".join(f"#include <{header}>\n" for header in BINDING_HEADERS)
+BINDING_HEAD = f"{BINDING_INCLUDES}#line 1\n"
+EXTENSION_LINE = "#include <torch/extension.h>\n"
 
 _HEAVY_LINE_RE = re.compile(
     r'^[ \t]*#[ \t]*include[ \t]*(?:<torch/(?:extension|torch|all)\.h>|"torch/(?:extension|torch|all)\.h")'
@@ -61,6 +96,17 @@ _NOT_A_TYPE = frozenset(
     "return case goto throw else delete new sizeof co_return co_yield co_await typedef using namespace operator "
     "and or not xor bitand bitor compl if while for switch do".split()
 )
+# the C++ compiler's own words (GNU keywords), which a header can change only as macros: a header that uses one is
+# all the C++ compiler's probe may show of it, not a name of the header's own
+_COMPILER_WORDS = frozenset(
+    "__restrict__ __restrict __attribute__ __attribute __extension__ __typeof__ __typeof __inline__ __inline __asm__ "
+    "__asm __volatile__ __const__ __signed__ __alignof__ __builtin_expect __builtin_unreachable".split()
+)
+# pybind11's points of customisation, whose specialisations change what a binding converts and how
+_CONVERSION_HOOKS = frozenset(
+    "type_caster polymorphic_type_hook holder_helper is_holder_type is_copy_constructible is_move_constructible "
+    "move_always move_if_unreferenced".split()
+)
 _PYTHON_RE = re.compile(r"^(py|pybind11|PYBIND11_\w*|Py\w*|_Py\w*|THP\w*)$")
 
 
@@ -74,6 +120,16 @@ def lighter(source: str) -> str | None:
     if any(source[: m.start()].rstrip("\n").endswith("\\") for m in matches if m.start() > 0):
         return None
     return _HEAVY_LINE_RE.sub(f"#include <{LIGHT_HEADER}>", source)
+
+
+def lighter_binding(source: str) -> str | None:
+    """A binding file's lighter copy: :data:`BINDING_HEAD`, then :func:`lighter`'s copy of ``source``; None where
+    there is none, or where ``source`` does not begin with ``torch/extension.h`` (what it holds before the include
+    could change what the binding headers mean, which the copy includes first)."""
+    if not source.startswith(EXTENSION_LINE):
+        return None
+    light = lighter(source)
+    return None if light is None else BINDING_HEAD + light
 
 
 def code_of(source: str) -> str:
@@ -109,11 +165,13 @@ class HeavyOnly:
 
     ``macros``: macros whose definition after the heavy headers differs from that after the light ones (new,
     redefined or undefined). ``names``: identifiers in the heavy headers' code that the light headers' text never
-    mentions.
+    mentions. ``python_kept``: the light headers hold Python's and pybind11's API and the heavy ones add no pybind11
+    type caster, so a source may name them (a binding file's probe, :data:`BINDING_PROBE`).
     """
 
     macros: frozenset[str]
     names: frozenset[str]
+    python_kept: bool = False
 
     def blocks(self, source: str) -> str | None:
         """Why ``source`` must be compiled as written rather than against the light header (a line for the log),
@@ -122,26 +180,32 @@ class HeavyOnly:
         used = set(IDENTIFIER_RE.findall(code))
         if hit := sorted(used & self.macros):
             return f"it names {hit[0]!r}, a macro of the heavy headers"
-        if hit := sorted(n for n in used if _PYTHON_RE.match(n)):
+        if not self.python_kept and (hit := sorted(n for n in used if _PYTHON_RE.match(n))):
             return f"it names {hit[0]!r}, of the Python bindings"
-        if hit := sorted((used - declared_variables(code)) & self.names):
+        if hit := sorted((used - declared_variables(code) - _COMPILER_WORDS) & self.names):
             return f"it uses {hit[0]!r}, which only the heavy headers declare"
         return None
 
 
-def heavy_only(preprocessed: str) -> HeavyOnly:
+def heavy_only(preprocessed: str, probe: Probe = PROBE, name: str = PROBE_NAME) -> HeavyOnly:
     """The heavy headers' additions, from the preprocessor's output (with ``-dD``: macro definitions kept) of
-    :data:`PROBE`, whose line 2 (the heavy include) starts the heavy part."""
-    marker = re.search(rf'^# 2 "[^"\n]*{re.escape(PROBE_NAME)}"', preprocessed, re.M)
+    ``probe`` written as the file ``name``, whose heavy include's line starts the heavy part."""
+    line = probe.heavy_line
+    marker = re.search(rf'^# {line} "[^"\n]*{re.escape(name)}"', preprocessed, re.M)
     if marker is None:
-        raise ValueError(f"no line marker of {PROBE_NAME}'s line 2 in the preprocessed probe")
+        raise ValueError(f"no line marker of {name}'s line {line} in the preprocessed probe")
     light, heavy = preprocessed[: marker.start()], preprocessed[marker.start() :]
     before = _macros(light, {})
     after = _macros(heavy, dict(before))
     changed = frozenset(n for n in set(before) | set(after) if before.get(n) != after.get(n))
     light_names = set(IDENTIFIER_RE.findall(_STRING_RE.sub(" ", light)))
     heavy_code = _DIRECTIVE_LINE_RE.sub(" ", _STRING_RE.sub(" ", heavy))
-    return HeavyOnly(macros=changed, names=frozenset(set(IDENTIFIER_RE.findall(heavy_code)) - light_names))
+    heavy_names = set(IDENTIFIER_RE.findall(heavy_code))
+    return HeavyOnly(
+        macros=changed,
+        names=frozenset(heavy_names - light_names),
+        python_kept=probe.bindings and not heavy_names & _CONVERSION_HOOKS,
+    )
 
 
 def _macros(text: str, state: dict[str, str]) -> dict[str, str]:

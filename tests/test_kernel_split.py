@@ -325,7 +325,8 @@ def test_a_kernel_naming_what_nothing_declares_shows_the_errors_of_the_file_with
     assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
     assert "split/" not in result.diagnostics and "undeclared_thing" in result.diagnostics
     assert result.diagnostics.replace("<cache>", "") == whole.diagnostics.replace("<cache>", "")
-    assert was_split(result) and not failed_splits(cache) and not (cache / "light").exists(), result.commands
+    assert was_split(result) and not failed_splits(cache), result.commands
+    assert not (cache / "light" / "failed").exists() and not any("light/" in c for c in result.commands)  # not whole
     assert len(list((cache / "split" / "words").glob("*.json"))) == 1  # the stand-in torch header's words
 
 
@@ -366,7 +367,8 @@ def test_a_typo_in_a_kernel_shows_the_split_errors_in_the_file_s_name_without_co
     _, result = builder(cache).build(request(source), workspace)
     _, whole = builder(tmp_path / "whole", split_sources=False, light_headers=False).build(request(source), workspace)
     assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
-    assert was_split(result) and not failed_splits(cache) and not (cache / "light").exists(), result.commands
+    assert was_split(result) and not failed_splits(cache), result.commands
+    assert not (cache / "light" / "failed").exists() and not any("light/" in c for c in result.commands)  # not whole
     assert "split/" not in result.diagnostics and "cudagym_launch" not in result.diagnostics
     assert result.diagnostics.replace("<cache>", "") == whole.diagnostics.replace("<cache>", "")
 
@@ -441,6 +443,25 @@ def test_a_template_kernel_is_split_its_instances_made_for_the_host_unit_and_an_
     _, again = builder(cache).build(request(source.replace("(scalar_t)B;", "(scalar_t)(B + 1);")), workspace)
     assert again.status is Status.OK and was_split(again), again.diagnostics
     assert again.objects_compiled == 1 and again.objects_reused == 2  # the device unit alone
+
+
+@needs_nvcc
+def test_a_template_split_compiles_main_cpp_its_first_way_beside_its_host_unit(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    # main.cpp passes the binding headers' guard (stand-ins here): its lighter copy is what compiles beside the host
+    # unit before the build, not the file as written, which the build would then compile again the lighter way
+    csrc = workspace.path / "fake" / "torch" / "csrc"
+    (csrc / "utils").mkdir(parents=True)
+    (csrc / "utils" / "pybind.h").write_text("#pragma once\n")
+    (csrc / "Exceptions.h").write_text("#pragma once\n")
+    cache = tmp_path / "cache"
+    source = fresh(f"#include <torch/extension.h>\n{TEMPLATE_KERNEL}{TEMPLATE_HOST}")
+    asked = {**request(source), "cpp_sources": [fresh("#include <torch/extension.h>\nint bound() { return 1; }\n")]}
+    _, result = builder(cache).build(asked, workspace)
+    assert result.status is Status.OK and was_split(result), result.diagnostics
+    mains = [command for command in result.commands if "main.cpp" in command]
+    assert len(mains) == 1 and "light/main.cpp" in mains[0] and result.objects_compiled == 3, result.commands
 
 
 @needs_nvcc

@@ -16,9 +16,18 @@ from typing import Any
 import pytest
 from cudagym_testing import NVCC_ONLY, compiled, stand_in_request, stand_in_workspace
 
+from cudagym import kernel_split
 from cudagym.build import Builder, BuildOptions
 from cudagym.inline_build import InlineBuilder, inline_sources
-from cudagym.light_headers import HeavyOnly, code_of, declared_variables, heavy_only, lighter
+from cudagym.light_headers import (
+    BINDING_PROBE,
+    HeavyOnly,
+    code_of,
+    declared_variables,
+    heavy_only,
+    lighter,
+    lighter_binding,
+)
 from cudagym.results import CompileResult, Status
 from cudagym.workspace import Workspace
 
@@ -70,7 +79,7 @@ def test_declared_variables_are_the_names_after_a_type() -> None:
     assert "link" not in declared_variables("__device__ int link = 0;\nint f(int v) { return v + link; }")
 
 
-ADDITIONS = HeavyOnly(macros=frozenset({"HEAVY_MACRO"}), names=frozenset({"heavy_fn", "acc"}))
+ADDITIONS = HeavyOnly(macros=frozenset({"HEAVY_MACRO"}), names=frozenset({"heavy_fn", "acc", "__restrict__"}))
 
 
 @pytest.mark.parametrize(
@@ -83,6 +92,7 @@ ADDITIONS = HeavyOnly(macros=frozenset({"HEAVY_MACRO"}), names=frozenset({"heavy
         ("PyObject* f();", "PyObject"),
         ("int f() { float acc = 1; return acc; }", None),  # its own variable hides the heavy name
         ("int f() { return 1; } // heavy_fn", None),  # a comment names nothing
+        ("void f(float* __restrict__ x);", None),  # the compiler's own word, not the heavy headers'
     ],
 )
 def test_the_guard_refuses_a_source_whose_names_the_heavy_headers_could_change(
@@ -107,6 +117,54 @@ def test_heavy_only_reads_new_and_changed_macros_and_names_from_the_preprocessed
     assert not {"light_fn", "heavy_member_seen_in_light", "in_a_string", "KEPT", "at", "int"} & additions.names
 
 
+def test_a_binding_file_lighter_copy_includes_the_binding_headers_and_keeps_its_line_numbers() -> None:
+    source = "#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x);\n#include <torch/extension.h>\n"
+    light = lighter_binding(source)
+    assert light is not None
+    head, _, body = light.partition("#line 1\n")
+    assert head.splitlines() == [
+        "#include <torch/csrc/utils/pybind.h>",
+        "#include <torch/csrc/Exceptions.h>",
+        "#include <torch/types.h>",
+    ]
+    assert body == lighter(source) and body.count("\n") == source.count("\n")  # line 1 is the file's own line 1
+
+
+@pytest.mark.parametrize(
+    "source",
+    [
+        "#define PYBIND11_DETAILED_ERROR_MESSAGES\n#include <torch/extension.h>\n",  # could steer the binding headers
+        "torch::Tensor f(torch::Tensor x);\n",  # no heavy include (load_inline's no_implicit_headers)
+    ],
+)
+def test_no_lighter_binding_copy_of_a_file_that_does_not_begin_with_the_heavy_include(source: str) -> None:
+    assert lighter_binding(source) is None
+
+
+BINDING_SOURCE = (
+    "#include <torch/extension.h>\ntorch::Tensor f(torch::Tensor x);\n"
+    'PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\nm.def("f", torch::wrap_pybind_function(f), "");\n}'
+)
+
+
+def binding_probe_output(heavy: str) -> str:
+    light = "namespace pybind11 { template <class T> struct type_caster; } namespace torch { struct Tensor; }\n"
+    return f'# 1 "/tmp/x/heavy_probe.cpp"\n{light}# 4 "/tmp/x/heavy_probe.cpp" 2\n{heavy}\n'
+
+
+def test_a_binding_guard_lets_a_source_name_pybind11_unless_the_heavy_headers_add_a_type_caster() -> None:
+    plain = heavy_only(binding_probe_output("namespace torch { int nn_fn(); }"), BINDING_PROBE, "heavy_probe.cpp")
+    assert plain.python_kept and plain.blocks(BINDING_SOURCE) is None
+    assert plain.blocks(BINDING_SOURCE.replace("torch::Tensor x", "int x = torch::nn_fn()")) is not None
+    # a caster only the heavy headers declare would change what the binding converts: Python's names block again
+    caster = "namespace pybind11 { template <> struct type_caster<torch::Tensor> {}; }"
+    changed = heavy_only(binding_probe_output(caster), BINDING_PROBE, "heavy_probe.cpp")
+    assert not changed.python_kept and "PYBIND11_MODULE" in (changed.blocks(BINDING_SOURCE) or "")
+    # the probe of a CUDA file keeps the Python rule whatever its heavy part holds
+    cuda = heavy_only('# 1 "/tmp/x/heavy_probe.cu"\nint a;\n# 2 "/tmp/x/heavy_probe.cu" 2\nint b;\n')
+    assert not cuda.python_kept
+
+
 # -- the builder, with stand-in headers ------------------------------------------------------------------------------
 
 LIGHT_STAND_IN = "#pragma once\nstruct LightThing { int shared_name; };\ninline int light_value() { return 1; }\n"
@@ -124,7 +182,12 @@ def request(cuda: str) -> dict[str, Any]:
 
 @pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
-    return stand_in_workspace(tmp_path, LIGHT_STAND_IN, HEAVY_STAND_IN, "light header test")
+    space = stand_in_workspace(tmp_path, LIGHT_STAND_IN, HEAVY_STAND_IN, "light header test")
+    bindings = space.path / "fake" / "torch" / "csrc"
+    (bindings / "utils").mkdir(parents=True)
+    (bindings / "utils" / "pybind.h").write_text("#pragma once\ninline int bound_value() { return 5; }\n")
+    (bindings / "Exceptions.h").write_text("#pragma once\n")
+    return space
 
 
 def builder(cache: Path, *, light: bool = True) -> InlineBuilder:
@@ -230,6 +293,57 @@ def test_without_light_headers_a_source_compiles_as_written_and_its_object_serve
     assert compiled(after) and after.objects_compiled == 0 and not used_light(after), after.message
 
 
+def binding_request(cpp: str) -> dict[str, Any]:
+    """A load_inline request of the C++ source ``cpp`` alone (its ``main.cpp``), which sees the stand-in headers."""
+    return {**stand_in_request("", "light_ext"), "cpp_sources": [f"{cpp}\n// {uuid.uuid4().hex}\n"], "cuda_sources": []}
+
+
+def used_light_binding(result: CompileResult) -> bool:
+    return any("light/main.cpp" in command for command in result.commands)
+
+
+@needs_nvcc
+def test_a_binding_file_that_needs_only_the_light_headers_compiles_against_them_once(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    inline = builder(tmp_path / "cache")
+    asked = binding_request("#include <torch/extension.h>\nint f() { return bound_value() + light_value(); }")
+    _, first = inline.build(asked, workspace)
+    assert compiled(first), first.diagnostics
+    assert used_light_binding(first) and first.objects_compiled == 1 and not heavy_markers(tmp_path / "cache")
+    # the request names an include path: no precompiled header (it is built where the workspace is not visible)
+    assert not any("cudagym_pch" in command for command in first.commands), first.commands
+    _, again = inline.build(asked, workspace)
+    assert compiled(again) and again.objects_compiled == 0 and again.objects_reused == 1, again.message
+
+
+@needs_nvcc
+@pytest.mark.parametrize(
+    ("body", "tried"),
+    [
+        ("int f() { return heavy_value(); }", False),  # the guard: a name only the heavy header declares
+        ("int f() { return shared_name(); }", True),  # the guard lets it by; the copy fails, the file builds
+    ],
+)
+def test_a_binding_file_that_needs_the_heavy_header_builds_as_written(
+    tmp_path: Path, workspace: Workspace, body: str, tried: bool
+) -> None:
+    inline = builder(tmp_path / "cache")
+    _, result = inline.build(binding_request(f"#include <torch/extension.h>\n{body}"), workspace)
+    assert compiled(result), result.diagnostics
+    assert not used_light_binding(result) and len(heavy_markers(tmp_path / "cache")) == int(tried)
+
+
+@needs_nvcc
+def test_a_broken_binding_file_shows_its_own_errors_at_its_own_lines(tmp_path: Path, workspace: Workspace) -> None:
+    broken = binding_request("#include <torch/extension.h>\n\nint f() { return undeclared_thing(; }")
+    _, result = builder(tmp_path / "light").build(broken, workspace)
+    _, as_written = builder(tmp_path / "plain", light=False).build(broken, workspace)
+    assert result.status is Status.COMPILE_ERROR and "main.cpp:3:" in result.diagnostics, result.diagnostics
+    assert _without_cache(result.diagnostics) == _without_cache(as_written.diagnostics)
+    assert "light/main.cpp" not in result.diagnostics
+
+
 # -- with torch's own headers ----------------------------------------------------------------------------------------
 
 PYBIND_IN_CUDA = """#include <torch/extension.h>
@@ -266,7 +380,7 @@ def light_plan(inline: InlineBuilder, cuda: str, workspace: Workspace) -> bool:
     sources = inline_sources({**request(cuda), "no_implicit_headers": False, "extra_include_paths": []})
     folder = inline._write_sources(sources)
     unit = inline._unit(folder / "cuda.cu", folder, workspace, sources, [], "")
-    return inline._light_unit(unit, workspace, "") is not None
+    return inline._light_way(unit, workspace, "") is not None
 
 
 @needs_nvcc
@@ -279,3 +393,39 @@ def test_with_torch_own_headers_a_typical_source_gets_the_light_header_and_one_w
     assert not light_plan(inline, PYBIND_IN_CUDA, workspace)  # PYBIND11_MODULE: a macro of torch/extension.h
     nn = TYPICAL_CUDA.replace("return y;", "return torch::nn::functional::relu(y);")
     assert not light_plan(inline, nn, workspace)  # torch::nn: only torch/extension.h declares it
+
+
+def binding_plan(inline: InlineBuilder, cpp: str, workspace: Workspace) -> bool:
+    """Whether the builder would compile ``main.cpp`` of a request with ``cpp`` and torch's implicit headers (a
+    pybind11 module of ``f``) against the binding headers."""
+    asked = {**binding_request(cpp), "no_implicit_headers": False, "extra_include_paths": [], "functions": [["f", ""]]}
+    sources = inline_sources(asked)
+    folder = inline._write_sources(sources)
+    unit = inline._unit(folder / "main.cpp", folder, workspace, sources, [], "")
+    return inline._light_way(unit, workspace, "") is not None
+
+
+def host_plan(inline: InlineBuilder, cuda: str, workspace: Workspace) -> bool:
+    """Whether the builder would compile the host unit of ``cuda``, split, against the light header."""
+    sources = inline_sources({**request(cuda), "no_implicit_headers": False, "extra_include_paths": []})
+    folder = inline._write_sources(sources)
+    unit = inline._unit(folder / "cuda.cu", folder, workspace, sources, [], "")
+    _, command = inline._host_command(unit, sources, [])
+    host = kernel_split.split(unit.source.read_text(), "t").host
+    lightened = inline._lighter_host(host, command, workspace, "")
+    return lightened != host and "#include <torch/types.h>" in lightened
+
+
+@needs_nvcc
+def test_with_torch_own_headers_a_typical_binding_and_host_unit_get_the_light_headers_and_frontend_code_does_not(
+    tmp_path: Path, workspace: Workspace
+) -> None:
+    # the guards read from torch's real headers with the C++ compiler's flags (preprocessor runs); no compile
+    inline = builder(tmp_path / "cache")
+    declaration = "torch::Tensor f(torch::Tensor x, double s, c10::optional<torch::Tensor> b, std::vector<int64_t> v);"
+    assert binding_plan(inline, declaration, workspace)
+    assert not binding_plan(inline, "torch::Tensor f(torch::nn::Linear layer);", workspace)
+    assert host_plan(inline, TYPICAL_CUDA, workspace)
+    nn = TYPICAL_CUDA.replace("return y;", "return torch::nn::functional::relu(y);")
+    assert not host_plan(inline, nn, workspace)
+    assert not host_plan(inline, TYPICAL_CUDA.replace("return y;", "py::print(1); return y;"), workspace)

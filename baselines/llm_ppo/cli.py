@@ -12,6 +12,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from cudagym.tasks.cli import add_sizes_option, parse_sizes
+
 STAGE_CHOICES = ("single-turn", "rft", "value", "agentic", "all")
 
 
@@ -49,6 +51,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
     add("--lora-rank", type=int, help="train LoRA adapters of this rank on the actor (needs peft)")
     add("--fast-timing", action="store_true", help="short timing and no torch.compile baseline (smoke runs)")
     add("--seed", type=int, default=0)
+    add_sizes_option(parser)
 
 
 def spec_from_args(args: argparse.Namespace) -> Any:
@@ -56,6 +59,10 @@ def spec_from_args(args: argparse.Namespace) -> Any:
     from cudagym.baselines.llm_ppo.config import PPOSettings, Stage
     from cudagym.baselines.llm_ppo.recipe import RecipeSpec
 
+    try:
+        sizes = parse_sizes(args.sizes)
+    except ValueError as exc:
+        raise SystemExit(str(exc)) from None
     names = args.stage or ["all"]
     stages = tuple(Stage) if "all" in names else tuple(Stage(name) for name in names)
     settings = PPOSettings(
@@ -84,6 +91,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
         stages=stages,
         task_set=args.task_set,
         task_ids=tuple(args.task) if args.task else None,
+        task_options={"sizes": sizes} if sizes else {},
         rft_tasks=tuple(args.rft_task) if args.rft_task else None,
         rft_data=tuple(args.rft_data or ()),
         value_data=tuple(args.value_data or ()),

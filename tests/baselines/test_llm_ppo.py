@@ -406,3 +406,17 @@ def test_the_recipe_on_the_gpu(tmp_path: Path, fast_config: EvalConfig) -> None:
     report = run_recipe(spec)
     assert [r.stage for r in report.results] == list(Stage)
     assert report.result(Stage.VALUE).steps[-1]["value_loss"] < report.result(Stage.VALUE).steps[0]["value_loss"]
+
+
+def test_the_command_line_passes_sizes_to_the_task_loader_and_refuses_a_malformed_one() -> None:
+    import argparse
+
+    from cudagym.baselines.llm_ppo.cli import _configure, spec_from_args
+
+    parser = argparse.ArgumentParser()
+    _configure(parser)
+    spec = spec_from_args(parser.parse_args(["--task", "builtin/relu", "--sizes", "N=4096", "--sizes", "dim=(2, 3)"]))
+    assert spec.task_options == {"sizes": {"N": 4096, "dim": (2, 3)}}
+    assert spec_from_args(parser.parse_args([])).task_options == {}
+    with pytest.raises(SystemExit, match="NAME=VALUE"):
+        spec_from_args(parser.parse_args(["--sizes", "N4096"]))

@@ -359,6 +359,8 @@ def test_single_file_load_inline_solution(env: CudaKernelEnv, source: str) -> No
     commands = info["result"]["commands"]  # none where every object was cached already
     # cuda.cu compiled as a device and a host unit (cudagym.kernel_split), which link and run correctly below
     assert not commands or any("split/cuda.cu" in command for command in commands), commands
+    # main.cpp (a declaration and the bindings) against the binding headers, not all of torch's
+    assert not commands or any("light/main.cpp" in command for command in commands), commands
     _, _, terminated, _, info = env.step(tool_call("submit"))
     assert terminated and info["tier"] >= 1, info["result"]["message"]
 
