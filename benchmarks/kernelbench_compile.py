@@ -67,7 +67,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from cudagym import inline_build
+from cudagym import header_reads
 from cudagym.backends import Backend, resolve_backend
 from cudagym.build import Builder, BuildOptions, join_background_headers
 from cudagym.inline_build import InlineBuilder
@@ -275,7 +275,7 @@ def measure(
             cache = Path(tempfile.mkdtemp(prefix=f"cold-{fmt.name}-{run}-", dir=root))
             options = BuildOptions(wait_for_pch=wait, timeout_seconds=COMPILE_TIMEOUT, **fmt.options)
             subject.builder = Builder(backend, cache_dir=cache, options=options)
-            inline_build._HEAVY_ONLY.clear()  # the light header's guard is read anew, as in a fresh process
+            header_reads._HEAVY_ONLY.clear()  # the light header's guard is read anew, as in a fresh process
             subject.workspace = Workspace(task.source_for(backend.name), "benchmark", root_dir=root)
             if prepared:  # what `cudagym prepare` makes, before the clock starts
                 single_file_headers(subject.builder)

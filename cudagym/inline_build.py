@@ -33,7 +33,6 @@ the whole-file compiles that would only repeat them. A compile the timeout ended
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import os
 import re
@@ -43,22 +42,20 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
 from cudagym import kernel_split, light_headers, split_errors
-from cudagym.build import KILLED_AFTER, Builder, CompileUnit, compiler_identity, content_hash, nvcc_command
+from cudagym.build import KILLED_AFTER, Builder, CompileUnit, content_hash, nvcc_command
 from cudagym.errors import CudaGymError
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
-from cudagym.light_headers import HeavyOnly
+from cudagym.header_reads import HeaderReads, write_once
 from cudagym.results import CompileResult, Stage, Status
 from cudagym.text import clean
 from cudagym.workspace import Workspace
 
 logger = logging.getLogger(__name__)
 
-KEPT_WORD_LISTS = 32  # the lists of torch's words a cache keeps (<cache>/split/words, about a megabyte each)
 SPLIT = "split in a device and a host unit"  # the label of that way of compiling a CUDA file (cudagym.kernel_split)
 EXTENSION_HEADER = "#include <torch/extension.h>\n"  # the precompiled header of load_inline's main.cpp
 # the flags torch's JIT builds .cu files with (torch.utils.cpp_extension.COMMON_NVCC_FLAGS)
@@ -192,10 +189,6 @@ class _Way:
     compiled_first: tuple[CompileUnit, ...] = ()  # its units compiled before the build (a template split's host)
 
 
-def _is_nvcc(compiler: str) -> bool:
-    return Path(compiler).name.startswith("nvcc")
-
-
 def _has_include_paths(flags: Sequence[str]) -> bool:
     """Whether ``flags`` name an include path of the request's (``-I``; torch's and CUDA's are ``-isystem``)."""
     return any(flag.startswith("-I") for flag in flags)
@@ -233,6 +226,7 @@ class InlineBuilder:
     def __init__(self, builder: Builder) -> None:
         self.builder = builder
         self.sources_dir = builder.cache_dir / "inline"
+        self.reads = HeaderReads(builder)
 
     def build(self, request: Any, workspace: Workspace) -> tuple[str, CompileResult]:
         """(the request's key, its build): the library in ``artifact`` when it built, else the compiler's output."""
@@ -285,7 +279,7 @@ class InlineBuilder:
             if not failed:
                 break
             for i in failed:
-                _write_once(ways[i].marker, "", replace=True)  # not tried again for this source
+                write_once(ways[i].marker, "", replace=True)  # not tried again for this source
                 ways[i] = next(ladders[i])
                 logger.info("%s: compiling %s %s", _call(request), units[i].source.name, ways[i].label)
         if first := [unit for way in ways for unit in way.compiled_first]:  # compiled in this build, if not by the rest
@@ -344,68 +338,9 @@ class InlineBuilder:
             device=device_text,
             host=host_text,
             source=source_text,
-            torch_names=lambda: self._torch_words(device, source_text, workspace, header_digest),
+            torch_names=lambda: self.reads.torch_words(device.command, source_text, workspace, header_digest),
         )
         return None if diagnostics is None else dataclasses.replace(result, diagnostics=diagnostics)
-
-    def _torch_words(
-        self, device: CompileUnit, source: str, workspace: Workspace, header_digest: str
-    ) -> frozenset[str] | None:
-        """The words of the torch headers ``source`` includes and its device unit leaves out, as nvcc's device pass
-        reads its directives with the unit's flags (``split_errors.torch_words``): read once per toolchain, flags and
-        directives, then kept under ``<cache>/split/words``; None where they could not be read."""
-        includes = split_errors.directives(source)
-        if not includes:
-            return frozenset()
-        flags, key = self._preprocessor_key(device.command, workspace, header_digest, includes)
-        known = (str(self.builder.cache_dir), key)
-        if known in _TORCH_WORDS:
-            _TORCH_WORDS[known] = _TORCH_WORDS.pop(known)  # the most recently used last
-            return _TORCH_WORDS[known]
-        folder = self.builder.cache_dir / "split" / "words"
-        stored = folder / f"{key}.json"
-        words: frozenset[str] | None = None
-        try:
-            words = frozenset(json.loads(stored.read_text()))
-            os.utime(stored)
-        except (OSError, ValueError, TypeError):
-            started = time.monotonic()
-            preprocessed = self._preprocess(flags, includes, "probe.cu", workspace)
-            if preprocessed is not None:
-                words = split_errors.torch_words(preprocessed)
-                _write_once(stored, json.dumps(sorted(words)), replace=True)
-                logger.info("torch's headers' words read in %.1f s (%d)", time.monotonic() - started, len(words))
-                _keep_newest(folder, KEPT_WORD_LISTS)
-        _TORCH_WORDS[known] = words
-        while len(_TORCH_WORDS) > KEPT_WORD_LISTS // 4:
-            del _TORCH_WORDS[next(iter(_TORCH_WORDS))]
-        return words
-
-    def _preprocessor_key(
-        self, command: Sequence[str], workspace: Workspace, header_digest: str, *extra: str
-    ) -> tuple[list[str], str]:
-        """(a unit's ``command`` without its source and the module's name, the key of what the preprocessor reads
-        with it: the toolchain, the portable flags, the workspace's headers and ``extra``)."""
-        flags = [c for c in command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
-        portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
-        toolchain = self.builder.toolchain
-        key = content_hash(compiler_identity(flags[0]), toolchain.torch_version, *portable, header_digest, *extra)
-        return flags, key[:32]
-
-    def _preprocess(self, flags: list[str], text: str, name: str, workspace: Workspace) -> str | None:
-        """The preprocessor's output (macro definitions kept) of ``text`` as the file ``name`` compiled with
-        ``flags`` (for nvcc, its device pass), run in the compiler sandbox; None where it failed."""
-        with tempfile.TemporaryDirectory(prefix="cudagym-preprocess-") as tmp:
-            scratch = Path(tmp)
-            probe, out = scratch / name, scratch / "probe.ii"
-            probe.write_text(text)
-            keep_macros = ["-Xcompiler", "-dD"] if _is_nvcc(flags[0]) else ["-dD"]
-            command = [*flags, *keep_macros, "-E", str(probe), "-o", str(out)]
-            code, output = self.builder._run(command, scratch, scratch, readonly=[workspace.path])
-            if code != 0 or not out.exists():
-                logger.warning("torch's headers could not be preprocessed: %s", output[-2000:])
-                return None
-            return out.read_text(encoding="utf-8", errors="replace")
 
     def _compiled(self, way: _Way) -> bool:
         return all((self.builder.objects_dir / f"{unit.key}.o").exists() for unit in way.units)
@@ -544,7 +479,7 @@ class InlineBuilder:
         device_path = unit.source.parent / "split" / unit.source.name
         host_path, host_command = self._host_command(unit, sources, includes)
         host_text = self._lighter_host(parts.host, host_command, workspace, header_digest)
-        _write_once(host_path, host_text, replace=True)
+        write_once(host_path, host_text, replace=True)
         flags = [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
         base = [self.builder.toolchain.cxx, *flags, "-fdiagnostics-color=never"]
         host = self._keyed(host_path, "cxx", host_command, folder, workspace, header_digest)
@@ -579,9 +514,9 @@ class InlineBuilder:
                     return None  # the timeout ended it: that says nothing of the split, which the next build tries
             ending = self._template_instances(host, parts, tag) if host in first or not todo else None
         if ending is None:
-            _write_once(marker, "", replace=True)
+            write_once(marker, "", replace=True)
             return None
-        _write_once(device_path, parts.device + ending.text, replace=True)
+        write_once(device_path, parts.device + ending.text, replace=True)
         # the light headers of torch's scalar types its instances name, included before its first line
         headers = [flag for header in ending.headers for flag in ("-include", header)]
         device = self._keyed(
@@ -603,7 +538,7 @@ class InlineBuilder:
         else as the split made it."""
         if not self.builder.options.light_headers or (light := light_headers.lighter(host)) is None:
             return host
-        additions = self._heavy_only(command, light_headers.PROBE, workspace, header_digest)
+        additions = self.reads.heavy_only(command, light_headers.PROBE, workspace, header_digest)
         if additions is None:
             return host
         if reason := additions.blocks(host):
@@ -665,13 +600,13 @@ class InlineBuilder:
             if (objects / f"{unit.key}.o").exists() or self._heavy_marker(light).exists():
                 return None
             probe = light_headers.BINDING_PROBE if binding else light_headers.PROBE
-            additions = self._heavy_only(unit.command, probe, workspace, header_digest)
+            additions = self.reads.heavy_only(unit.command, probe, workspace, header_digest)
             if additions is None:
                 return None
             if reason := additions.blocks(text):
                 logger.info("%s compiles as written: %s", unit.source.name, reason)
                 return None
-        _write_once(path, light_text)
+        write_once(path, light_text)
         marker = self._heavy_marker(light)  # of the copy, whether its compile has the precompiled header or not
         if binding:
             light = self._against_header(light, light_headers.BINDING_INCLUDES, light_text, key)
@@ -689,9 +624,9 @@ class InlineBuilder:
         workspace: Workspace,
         header_digest: str,
     ) -> None:
-        """Reads side by side the guards that ``units``' first ways will ask for (``_heavy_only``: a binding file's,
-        a split file's host unit's), each a preprocessor run of torch's headers, where no object of the file is
-        cached: on a new cache they come before every compile."""
+        """Reads side by side the guards that ``units``' first ways will ask for (``HeaderReads.heavy_only``: a
+        binding file's, a split file's host unit's), each a preprocessor run of torch's headers, where no object of
+        the file is cached: on a new cache they come before every compile."""
         if not self.builder.options.light_headers:
             return
         asks: list[tuple[Sequence[str], light_headers.Probe]] = []
@@ -703,55 +638,7 @@ class InlineBuilder:
                 asks.append((unit.command, light_headers.BINDING_PROBE))
             elif unit.kind == "cu" and self.builder.options.split_sources and light_headers.lighter(text) is not None:
                 asks.append((self._host_command(unit, sources, includes)[1], light_headers.PROBE))
-        if len(asks) < 2:
-            return  # a single one is read where it is asked for
-        with ThreadPoolExecutor(len(asks), thread_name_prefix="cudagym-guard") as pool:
-            list(pool.map(lambda ask: self._heavy_only(*ask, workspace, header_digest), asks))
-
-    def _heavy_only(
-        self, command: Sequence[str], probe: light_headers.Probe, workspace: Workspace, header_digest: str
-    ) -> HeavyOnly | None:
-        """What the heavy torch headers add to ``probe``'s light ones for a unit's ``command`` (the module's name
-        aside): read once per toolchain, flags and probe from the preprocessor's output of ``probe``
-        (``light_headers.heavy_only``), then kept under ``<cache>/light``; None where the preprocessor failed (the
-        file then compiles as written)."""
-        flags, key = self._preprocessor_key(command, workspace, header_digest, probe.text)
-        known = (str(self.builder.cache_dir), key)  # as stored in that cache (whose headers it was read from)
-        if known in _HEAVY_ONLY:
-            return _HEAVY_ONLY[known]
-        stored = self.builder.cache_dir / "light" / f"{key}.json"
-        additions: HeavyOnly | None = None
-        try:
-            data = json.loads(stored.read_text())
-            additions = HeavyOnly(
-                macros=frozenset(data["macros"]), names=frozenset(data["names"]), python_kept=data["python_kept"]
-            )
-        except (OSError, ValueError, KeyError, TypeError):
-            additions = self._read_heavy_only(flags, probe, workspace)
-            if additions is not None:
-                fields = {"macros": sorted(additions.macros), "names": sorted(additions.names)}
-                _write_once(stored, json.dumps({**fields, "python_kept": additions.python_kept}), replace=True)
-        _HEAVY_ONLY[known] = additions
-        return additions
-
-    def _read_heavy_only(self, flags: list[str], probe: light_headers.Probe, workspace: Workspace) -> HeavyOnly | None:
-        started = time.monotonic()
-        name = light_headers.PROBE_NAME if _is_nvcc(flags[0]) else "heavy_probe.cpp"
-        preprocessed = self._preprocess(flags, probe.text, name, workspace)
-        if preprocessed is None:
-            return None
-        try:
-            additions = light_headers.heavy_only(preprocessed, probe, name)
-        except ValueError as exc:
-            logger.warning("the light header check could not read the preprocessor's output: %s", exc)
-            return None
-        logger.info(
-            "heavy torch headers read in %.1f s (%d macros, %d names)",
-            time.monotonic() - started,
-            len(additions.macros),
-            len(additions.names),
-        )
-        return additions
+        self.reads.side_by_side(asks, workspace, header_digest)
 
     def _keyed(
         self, source: Path, kind: str, command: list[str], folder: Path, workspace: Workspace, header_digest: str
@@ -762,25 +649,6 @@ class InlineBuilder:
         portable = [c.replace(str(folder), "<src>").replace(str(workspace.path), "<ws>") for c in command]
         key = content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, source.read_bytes())
         return CompileUnit(source, kind, tuple(command), content_hash(key, header_digest))
-
-
-# what the heavy headers add, by cache folder, toolchain and flags (this process)
-_HEAVY_ONLY: dict[tuple[str, str], HeavyOnly | None] = {}
-# the words of the torch headers split files leave out of their device units, by cache folder, toolchain, flags and
-# directives (this process; the most recently used last, a quarter of KEPT_WORD_LISTS kept)
-_TORCH_WORDS: dict[tuple[str, str], frozenset[str] | None] = {}
-
-
-def _write_once(path: Path, text: str, *, replace: bool = False) -> None:
-    """``path`` holding ``text``, written through a temporary file (readers never see part of it); left as it is
-    where it exists already, unless ``replace``."""
-    if path.exists() and not replace:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8", errors="surrogatepass") as handle:
-        handle.write(text)
-    os.replace(tmp, path)
 
 
 # a single file in the shape of KernelBench's prompt example: its CUDA source begins with these includes, its wrapper is
@@ -804,16 +672,6 @@ _TYPICAL_CPP = """#include <torch/extension.h>
 
 torch::Tensor scale_cpu(torch::Tensor x, double factor) { return x * factor; }
 """
-
-
-def _keep_newest(folder: Path, count: int) -> None:
-    """Removes all but the ``count`` most recently used files of ``folder`` (another process may remove them too)."""
-    try:
-        found = [(path.stat().st_mtime, path) for path in folder.iterdir()]
-    except OSError:
-        return
-    for _, path in sorted(found, reverse=True)[count:]:
-        path.unlink(missing_ok=True)
 
 
 def typical_requests(cuda: bool) -> list[dict[str, Any]]:

@@ -12,7 +12,6 @@ compiling the whole header for the solutions that come before it is ready)."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +26,7 @@ from cudagym.build import Builder, BuildOptions
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig, LocalEvaluator
 from cudagym.harness.inline_request import request_key
-from cudagym.inline_build import InlineBuilder, _keep_newest
+from cudagym.inline_build import InlineBuilder
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.results import Status
 from cudagym.sandbox import isolation_status
@@ -234,12 +233,3 @@ def test_load_inline_in_a_workspace_layout_solution_says_where_kernels_go(env: C
     obs, _, _, _, info = env.step(tool_call("verify"))
     assert info["status"] != "ok", obs
     assert "served for single-file solutions" in obs and "kernel files" in obs, obs
-
-
-def test_a_folder_of_word_lists_keeps_the_most_recently_used(tmp_path: Path) -> None:
-    for age, name in enumerate("abcde"):
-        (tmp_path / f"{name}.json").write_text("[]")
-        os.utime(tmp_path / f"{name}.json", (1000 - age, 1000 - age))  # a: the newest
-    _keep_newest(tmp_path, 2)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json", "b.json"]
-    _keep_newest(tmp_path / "missing", 2)  # nothing kept yet: nothing to do
