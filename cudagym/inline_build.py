@@ -463,7 +463,7 @@ class InlineBuilder:
         whose objects are not cached, which the build then finds compiled."""
         if unit.kind != "cu" or not self.builder.options.split_sources:
             return None
-        marker = self.builder.cache_dir / "split" / "failed" / unit.key
+        marker = self._split_marker(unit)
         if marker.exists() or (self.builder.objects_dir / f"{unit.key}.o").exists():
             return None
         text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
@@ -612,6 +612,10 @@ class InlineBuilder:
             light = self._against_header(light, light_headers.BINDING_INCLUDES, light_text, key)
         return _Way("against the light header", (light,), marker)
 
+    def _split_marker(self, unit: CompileUnit) -> Path:
+        """The file that says the split of ``unit``'s CUDA file failed to compile (it then compiles whole)."""
+        return self.builder.cache_dir / "split" / "failed" / unit.key
+
     def _heavy_marker(self, light: CompileUnit) -> Path:
         """The file that says ``light``'s compile failed (the source needs the heavy headers, or is broken)."""
         return self.builder.cache_dir / "light" / "failed" / light.key
@@ -636,7 +640,12 @@ class InlineBuilder:
             text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
             if unit.kind == "binding" and light_headers.lighter_binding(text) is not None:
                 asks.append((unit.command, light_headers.BINDING_PROBE))
-            elif unit.kind == "cu" and self.builder.options.split_sources and light_headers.lighter(text) is not None:
+            elif (
+                unit.kind == "cu"
+                and self.builder.options.split_sources
+                and not self._split_marker(unit).exists()
+                and light_headers.lighter(text) is not None
+            ):
                 asks.append((self._host_command(unit, sources, includes)[1], light_headers.PROBE))
         self.reads.side_by_side(asks, workspace, header_digest)
 

@@ -3,9 +3,9 @@
 Four things are made once per installation and cache directory and shared by every evaluator after: the
 precompiled header of the binding headers (about 20 s; a first ``compile`` that finds it missing compiles without it
 while it is built in the background, which is slower than compiling against it), the precompiled headers of a
-single-file solution's usual ``load_inline`` request (``main.cpp``'s ``torch/extension.h``; on cuda, the split host
-unit's includes with and without ``-O3``: ``cudagym.inline_build.typical_requests``), the trusted
-clock's GPU library (cuda; a second or two) and, where the Python installation holds no bytecode,
+single-file solution's usual ``load_inline`` request (``main.cpp``'s binding headers; on cuda, the split host unit's
+includes, ``torch/types.h`` among them, with and without ``-O3``: ``cudagym.inline_build.typical_requests``), the
+trusted clock's GPU library (cuda; a second or two) and, where the Python installation holds no bytecode,
 the children's bytecode cache (``cudagym/bytecode.py``; about 11 s of one core on the H200 machine, which the
 reference process's imports would otherwise pay). Run it where an image is built or a machine is set up, with the
 cache directory the environments will use; a part that is there already is reported as such and not built again.
@@ -59,7 +59,8 @@ def _header(builder: Builder) -> Prepared:
 
 def single_file_headers(builder: Builder) -> Prepared:
     """The precompiled headers of single-file solutions' usual request (``inline_build.typical_requests``):
-    ``main.cpp``'s ``torch/extension.h`` and, on cuda, the split host unit's includes, with and without ``-O3``."""
+    ``main.cpp``'s binding headers and, on cuda, the split host unit's includes, with and without ``-O3`` (the
+    headers a build of such a request compiles against first: ``InlineBuilder.prepare_headers``)."""
     start = time.monotonic()
     part = "single-file headers"
     if not builder.options.use_pch:
