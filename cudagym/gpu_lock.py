@@ -283,6 +283,12 @@ def _paths(cache_dir: str | Path, key: str) -> tuple[Path, Path]:
     return lock_file(folder, f"device-{key}.lock"), lock_file(folder, f"device-{key}.gate")
 
 
+def warmup_slot_spec(backend: Backend, cache_dir: str | Path) -> str:
+    """The device's shared slot as a child process takes it (``"LOCK:GATE"``, ``harness/common.warmup_slot``), or
+    ``""`` when slots do not lock."""
+    return warmup_slot_env(backend, cache_dir).get(WARMUP_SLOT_ENV, "")
+
+
 def warmup_slot_env(backend: Backend, cache_dir: str | Path, enabled: bool | None = None) -> dict[str, str]:
     """``{WARMUP_SLOT_ENV: "LOCK:GATE"}`` for candidate processes, or ``{}`` when slots do not lock.
 

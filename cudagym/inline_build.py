@@ -57,7 +57,7 @@ from cudagym.workspace import Workspace
 logger = logging.getLogger(__name__)
 
 SPLIT = "split in a device and a host unit"  # the label of that way of compiling a CUDA file (cudagym.kernel_split)
-EXTENSION_HEADER = "#include <torch/extension.h>\n"  # the precompiled header of load_inline's main.cpp
+EXTENSION_HEADER = light_headers.EXTENSION_LINE  # the precompiled header of load_inline's main.cpp as written
 # the flags torch's JIT builds .cu files with (torch.utils.cpp_extension.COMMON_NVCC_FLAGS)
 TORCH_NVCC_FLAGS = (
     "-D__CUDA_NO_HALF_OPERATORS__",
@@ -480,7 +480,7 @@ class InlineBuilder:
         host_path, host_command = self._host_command(unit, sources, includes)
         host_text = self._lighter_host(parts.host, host_command, workspace, header_digest)
         write_once(host_path, host_text, replace=True)
-        flags = [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
+        flags = self._host_flags(sources, includes)
         base = [self.builder.toolchain.cxx, *flags, "-fdiagnostics-color=never"]
         host = self._keyed(host_path, "cxx", host_command, folder, workspace, header_digest)
         prefix = kernel_split.leading_includes(host_text)
@@ -527,10 +527,14 @@ class InlineBuilder:
     def _host_command(self, unit: CompileUnit, sources: InlineSources, includes: list[str]) -> tuple[Path, list[str]]:
         """(the path of the CUDA file ``unit``'s host unit when split, the C++ compiler's command for it)."""
         path = unit.source.parent / "split" / f"{unit.source.stem}_host.cpp"
-        flags = [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
+        flags = self._host_flags(sources, includes)
         # nvcc includes cuda_runtime.h before a file's host code: so does the host unit, or its header
         command = [self.builder.toolchain.cxx, *flags, "-fdiagnostics-color=never", "-include", "cuda_runtime.h"]
         return path, [*command, "-c", str(path)]
+
+    def _host_flags(self, sources: InlineSources, includes: list[str]) -> list[str]:
+        """The C++ compiler's flags for a request's split host units (those nvcc would give their host code)."""
+        return [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
 
     def _lighter_host(self, host: str, command: Sequence[str], workspace: Workspace, header_digest: str) -> str:
         """A split file's host code, with ``torch/types.h`` in place of the heavy torch headers where the guard
@@ -538,13 +542,28 @@ class InlineBuilder:
         else as the split made it."""
         if not self.builder.options.light_headers or (light := light_headers.lighter(host)) is None:
             return host
-        additions = self.reads.heavy_only(command, light_headers.PROBE, workspace, header_digest)
+        why = "a host unit keeps torch's heavy headers"
+        return light if self._guard_allows(host, command, light_headers.PROBE, workspace, header_digest, why) else host
+
+    def _guard_allows(
+        self,
+        text: str,
+        command: Sequence[str],
+        probe: light_headers.Probe,
+        workspace: Workspace,
+        header_digest: str,
+        refusal: str,
+    ) -> bool:
+        """Whether ``probe``'s light headers cannot change what ``text`` means, compiled by ``command``
+        (``HeavyOnly.blocks``); a refusal is logged as ``refusal``, with its reason. False where the guard could not
+        be read."""
+        additions = self.reads.heavy_only(command, probe, workspace, header_digest)
         if additions is None:
-            return host
-        if reason := additions.blocks(host):
-            logger.info("a host unit keeps torch's heavy headers: %s", reason)
-            return host
-        return light
+            return False
+        if reason := additions.blocks(text):
+            logger.info("%s: %s", refusal, reason)
+            return False
+        return True
 
     def _template_instances(
         self, host: CompileUnit, parts: kernel_split.Split, tag: str
@@ -585,7 +604,7 @@ class InlineBuilder:
 
         def key(command: Sequence[str]) -> str:
             portable = [
-                c.replace(str(path.parent.parent), "<src>").replace(str(workspace.path), "<ws>") for c in command
+                c.replace(str(unit.source.parent), "<src>").replace(str(workspace.path), "<ws>") for c in command
             ]
             backend, toolchain = self.builder.backend, self.builder.toolchain
             return content_hash(
@@ -600,11 +619,8 @@ class InlineBuilder:
             if (objects / f"{unit.key}.o").exists() or self._heavy_marker(light).exists():
                 return None
             probe = light_headers.BINDING_PROBE if binding else light_headers.PROBE
-            additions = self.reads.heavy_only(unit.command, probe, workspace, header_digest)
-            if additions is None:
-                return None
-            if reason := additions.blocks(text):
-                logger.info("%s compiles as written: %s", unit.source.name, reason)
+            why = f"{unit.source.name} compiles as written"
+            if not self._guard_allows(text, unit.command, probe, workspace, header_digest, why):
                 return None
         write_once(path, light_text)
         marker = self._heavy_marker(light)  # of the copy, whether its compile has the precompiled header or not

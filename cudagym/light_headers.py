@@ -44,6 +44,7 @@ import re
 
 LIGHT_HEADER = "torch/types.h"
 HEAVY_HEADERS = ("torch/extension.h", "torch/torch.h", "torch/all.h")
+EXTENSION_LINE = f"#include <{HEAVY_HEADERS[0]}>\n"  # load_inline's implicit first line of main.cpp
 # what a binding file's lighter copy includes: pybind11 with torch's type casters, torch::wrap_pybind_function
 # (load_inline's bindings, with_pytorch_error_handling) and the light header
 BINDING_HEADERS = ("torch/csrc/utils/pybind.h", "torch/csrc/Exceptions.h", LIGHT_HEADER)
@@ -59,7 +60,7 @@ class Probe:
 
     @property
     def text(self) -> str:
-        return "".join(f"#include <{header}>\n" for header in (*self.light, "torch/extension.h"))
+        return "".join(f"#include <{header}>\n" for header in self.light) + EXTENSION_LINE
 
     @property
     def heavy_line(self) -> int:
@@ -73,7 +74,6 @@ PROBE_NAME = "heavy_probe.cu"
 # own first line its number back
 BINDING_INCLUDES = "".join(f"#include <{header}>\n" for header in BINDING_HEADERS)
 BINDING_HEAD = f"{BINDING_INCLUDES}#line 1\n"
-EXTENSION_LINE = "#include <torch/extension.h>\n"
 
 _HEAVY_LINE_RE = re.compile(
     r'^[ \t]*#[ \t]*include[ \t]*(?:<torch/(?:extension|torch|all)\.h>|"torch/(?:extension|torch|all)\.h")'

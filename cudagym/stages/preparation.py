@@ -12,8 +12,7 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
-from cudagym.gpu_lock import warmup_slot_env
-from cudagym.harness.common import WARMUP_SLOT_ENV
+from cudagym.gpu_lock import warmup_slot_spec
 from cudagym.harness.protocol import CompileReference
 from cudagym.stages import baselines
 from cudagym.stages.candidates import unchecked_inputs
@@ -68,7 +67,7 @@ def prepare(ev: LocalEvaluator, previous: threading.Thread | None, task: Task) -
         key = f"ahead-{secrets.token_hex(4)}"  # its own name: a later preparation never reuses it
         unchecked_inputs(ev, ref, key)
         if ev.config.compile_baseline:  # in the reference's background: a first verify need not wait
-            slot = warmup_slot_env(ev.backend, ev.cache_dir).get(WARMUP_SLOT_ENV, "")
+            slot = warmup_slot_spec(ev.backend, ev.cache_dir)
             ref.call(CompileReference(key=key, background=True, slot=slot))
         mark(ev, "compile_started")
         ev.input_verdict()  # served beside the compile, which runs in the reference's background

@@ -26,8 +26,7 @@ from cudagym.build import default_cache_dir
 from cudagym.eval_config import resolve_bytecode, resolve_timing
 from cudagym.evaluator import EvalConfig
 from cudagym.fault_text import says_out_of_memory
-from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_env
-from cudagym.harness.common import WARMUP_SLOT_ENV
+from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_spec
 from cudagym.harness.protocol import Baseline, CompileDone, CompileReference, Drop, Prepare
 from cudagym.harness.timing import TimingConfig
 from cudagym.reference_process import ReferenceProcess
@@ -129,7 +128,7 @@ class ExecutionFilter:
         self.timing = resolve_timing(config.eval.timing, backend, self.cache_dir, find_toolchain().nvcc)
         # the device's shared slot as the reference process takes it for torch.compile's first run ("" where slots
         # do not lock)
-        self._shared_slot = warmup_slot_env(backend, self.cache_dir).get(WARMUP_SLOT_ENV, "")
+        self._shared_slot = warmup_slot_spec(backend, self.cache_dir)
         self._reference: ReferenceProcess | None = None
 
     def _process(self) -> ReferenceProcess:

@@ -6,8 +6,10 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
+import pytest
+
 from cudagym.backends import resolve_backend
-from cudagym.gpu_lock import WARMUP_SLOT_ENV, timing_slot, warmup_slot_env
+from cudagym.gpu_lock import LOCK_ENV, WARMUP_SLOT_ENV, timing_slot, warmup_slot_env, warmup_slot_spec
 from cudagym.harness.common import warmup_slot
 
 
@@ -36,3 +38,13 @@ def test_warm_ups_share_the_device_and_no_slot_means_no_lock(tmp_path: Path) -> 
     assert warmup_slot_env(backend, tmp_path, enabled=False) == {}
     with warmup_slot(""):
         pass
+
+
+def test_the_slot_spec_is_the_path_a_child_process_is_given_or_none(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = resolve_backend("cpu")
+    monkeypatch.setenv(LOCK_ENV, "on")
+    assert warmup_slot_spec(backend, tmp_path) == warmup_slot_env(backend, tmp_path)[WARMUP_SLOT_ENV] != ""
+    monkeypatch.setenv(LOCK_ENV, "off")
+    assert warmup_slot_spec(backend, tmp_path) == ""
