@@ -30,7 +30,7 @@ from cudagym.backends import Backend
 from cudagym.candidate_messages import CandidateError, CandidateMessage, Step, parse, read
 from cudagym.fault_text import headline
 from cudagym.forkserver import ForkServer, ForkServerError, fork_server_allowed
-from cudagym.harness.common import PROFILER_WARMUP_ENV
+from cudagym.harness.common import PROFILER_WARMUP_ENV, WARMUP_SLOT_ENV
 from cudagym.harness.protocol import CandidateJob
 from cudagym.results import Status
 from cudagym.sandbox import HARNESS_DIR, Child, ChildLimits, scrubbed_env, signal_name
@@ -99,10 +99,16 @@ class CandidatePool:
 
     def _new(self, prefix: tuple[str, ...] = ()) -> Child:
         launcher = None if prefix else self._launcher()
-        # under a wrapper (ncu), which is a CUDA profiling client itself, the candidate starts no torch profiler
-        # session of its own (it needs no per-kernel breakdown there; whether the two clashed was never shown:
-        # ncu's empty reports came from killing the wrapper early, see ``run``)
-        env = {**self.env, PROFILER_WARMUP_ENV: "0"} if prefix else self.env
+        env = self.env
+        if prefix:
+            # under a wrapper (ncu), which is a CUDA profiling client itself, the candidate starts no torch profiler
+            # session of its own (it needs no per-kernel breakdown there; whether the two clashed was never shown:
+            # ncu's empty reports came from killing the wrapper early, see ``run``). Nor does it take the device's
+            # shared slot to warm up: a wrapped run lives inside its caller's shared slot (``stages.wrapped``), and
+            # a second shared holder queues behind any timing waiting at the turnstile, which in turn waits for the
+            # caller's slot to end: the run would hang to its deadline whenever another env wanted to time.
+            env = {k: v for k, v in self.env.items() if k != WARMUP_SLOT_ENV}
+            env[PROFILER_WARMUP_ENV] = "0"
         child = functools.partial(
             Child, "candidate", limits=self.limits, threads=self.backend.threads, env=env, prefix=prefix
         )

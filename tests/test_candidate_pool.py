@@ -13,6 +13,7 @@ from cudagym import forkserver
 from cudagym.backends import resolve_backend
 from cudagym.candidate_pool import CandidatePool, Phases, classify
 from cudagym.evaluator import EvalConfig
+from cudagym.harness.common import PROFILER_WARMUP_ENV, WARMUP_SLOT_ENV
 from cudagym.harness.protocol import CandidateJob
 from cudagym.results import Status
 from cudagym.sandbox import ChildLimits
@@ -110,5 +111,31 @@ def test_a_wrapped_run_lasts_until_the_wrapper_has_written_its_report(tmp_path: 
         assert finished and code == 0, child.output.text()
         assert classify(child, finished, code, 60)[0] is Status.OK
         assert report.read_text() == "written\n"
+    finally:
+        pool.close()
+
+
+def test_a_wrapped_candidate_takes_no_device_slot_of_its_own(tmp_path: Path) -> None:
+    """A wrapped run (ncu, compute-sanitizer) lives inside its caller's shared slot; a candidate that queued for
+    another shared slot at the turnstile would wait behind any timing that waits for the caller's slot: a hang
+    to the run's deadline (seen with compute-sanitizer beside another env's profiles). A candidate of a stage
+    still gets the slot, in which it creates its CUDA context."""
+    seen = tmp_path / "env.txt"
+    (tmp_path / "model_new.py").write_text("class ModelNew:\n    pass\n")
+    show = f'echo "${{{WARMUP_SLOT_ENV}-none}} ${{{PROFILER_WARMUP_ENV}-none}}" > {seen}; exec "$@"'
+    pool = CandidatePool(resolve_backend("cpu"), ChildLimits(), 0, {WARMUP_SLOT_ENV: "/lock:/gate"})
+    try:
+        child, finished, code = pool.run(
+            CandidateJob(mode="import", workspace=str(tmp_path)), 60, prefix=("/bin/sh", "-c", show, "wrapper")
+        )
+        assert finished and code == 0, child.output.text()
+        assert seen.read_text() == "none 0\n"
+        plain = pool._new()
+        try:
+            assert plain.receive(time.monotonic() + 60) == {"stage": "warm"}
+            environ = Path(f"/proc/{plain.proc.pid}/environ").read_bytes().split(b"\0")
+            assert f"{WARMUP_SLOT_ENV}=/lock:/gate".encode() in environ
+        finally:
+            plain.kill()
     finally:
         pool.close()

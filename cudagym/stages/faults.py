@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import logging
 import tempfile
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -54,9 +53,7 @@ def sanitize(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult) 
             folder = Path(tmp)
             log = folder / "sanitizer.log"
             prefix = sanitizer.command_prefix(tool, log)
-            deadline = time.monotonic() + sanitizer.TIMEOUT_S
-            with ev._shared_slot("sanitizer", deadline):  # a GPU run: never beside another env's timing
-                _, status, message = wrapped_run(ev, workspace, compiled, folder, prefix, sanitizer.TIMEOUT_S)
+            _, status, message = wrapped_run(ev, workspace, compiled, folder, prefix, sanitizer.TIMEOUT_S, "sanitizer")
             report = log.read_text(errors="replace") if log.exists() else ""
     except (OSError, RuntimeError) as exc:  # the fault is reported either way; its run is an extra
         return f"compute-sanitizer could not run: {clean(str(exc), 300)}"

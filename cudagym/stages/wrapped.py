@@ -6,10 +6,12 @@ from __future__ import annotations
 import dataclasses
 import shutil
 import tempfile
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from cudagym.candidate_pool import classify
+from cudagym.gpu_lock import TimingSlotTimeout
 from cudagym.harness.protocol import Drop
 from cudagym.ncu import summarize_ncu
 from cudagym.results import CompileResult, Status
@@ -52,7 +54,11 @@ def ncu_run(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult, f
         "--launch-count",
         "40",
     )
-    child, status, message = wrapped_run(ev, workspace, compiled, folder, prefix, ev.config.profile_timeout)
+    try:
+        child, status, message = wrapped_run(ev, workspace, compiled, folder, prefix, ev.config.profile_timeout, "ncu")
+    except TimingSlotTimeout:
+        wait = ev.config.profile_timeout
+        return f"ncu did not run: the GPU was busy with other environments' timing for {wait:.0f} s."
     if status is not Status.OK:
         return f"ncu run failed: {message}"
     if not log.exists():
@@ -67,12 +73,17 @@ def wrapped_run(
     folder: Path,
     prefix: tuple[str, ...],
     timeout: float,
+    label: str,
 ) -> tuple[Child, Status, str]:
     """One call of ModelNew on an input set of its own (drawn by the reference into ``folder``) in a candidate
-    started under ``prefix`` (a tool such as ncu or compute-sanitizer); untimed, unchecked."""
+    started under ``prefix`` (a tool such as ncu or compute-sanitizer, named by ``label``); untimed, unchecked.
+    Raises TimingSlotTimeout when the device's shared slot is not free within ``timeout``."""
     job = dataclasses.replace(ev._job(workspace, compiled, folder), mode="ncu", inputs_file=str(folder / "ncu.pt"))
     unchecked_inputs(ev, ev.reference(), "ncu", path=job.inputs_file)
     ev.reference().call(Drop(key="ncu"))
-    child, finished, code = ev.pool.run(job, timeout, prefix=prefix)
+    # the whole run (the wrapper's replays included) in the device's shared slot: never beside another env's timing;
+    # the candidate takes no slot of its own inside it (``CandidatePool``)
+    with ev._shared_slot(label, time.monotonic() + timeout):
+        child, finished, code = ev.pool.run(job, timeout, prefix=prefix)
     status, message, _ = classify(child, finished, code, timeout)
     return child, status, message

@@ -5,10 +5,13 @@ Run on the device machine: ``python -m pytest -m gpu``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import secrets
+import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +19,11 @@ import pytest
 from cudagym_testing import relu_solution, write_all
 
 from cudagym import sanitizer
-from cudagym.backends import query_gpu
+from cudagym.backends import query_gpu, resolve_backend
 from cudagym.baselines import solution_files, tool_call
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
+from cudagym.gpu_lock import timing_slot
 from cudagym.harness.timing import TimingConfig
 from cudagym.tasks import load
 
@@ -55,6 +59,30 @@ def relu_env_with_solution(config: EvalConfig) -> CudaKernelEnv:
         env.close()
         raise
     return env
+
+
+@contextlib.contextmanager
+def timing_wanted_throughout(cache_dir: Path) -> Iterator[list[float]]:
+    """Another env's timing, wanted again and again: a thread queues for the device's exclusive slot, holds it
+    briefly and queues again, so that a timing waits at the turnstile whenever the env under test holds a shared
+    slot. Yields the waits of the timings it got."""
+    stop = threading.Event()
+    waits: list[float] = []
+
+    def want() -> None:
+        while not stop.is_set():
+            with timing_slot(resolve_backend("cuda"), cache_dir, timeout=600, label="another env's timing") as slot:
+                waits.append(slot.waited_s)
+                time.sleep(0.02)
+            time.sleep(0.02)
+
+    thread = threading.Thread(target=want, name="another-env-timing", daemon=True)
+    thread.start()
+    try:
+        yield waits
+    finally:
+        stop.set()
+        thread.join(timeout=600)
 
 
 LAUNCHER = "void launch_relu(const float* x, float* y, int64_t n, cudaStream_t stream)"
@@ -135,13 +163,17 @@ def assert_fault_observation(obs: str, info: dict[str, Any], kind: str) -> None:
 
 
 @pytest.mark.skipif(sanitizer.find_tool() is None, reason="compute-sanitizer is not installed")
-def test_a_fault_is_located_by_compute_sanitizer_when_asked() -> None:
+def test_a_fault_is_located_by_compute_sanitizer_when_asked(tmp_path: Path) -> None:
+    """Beside another env that wants to time all along: the sanitizer's run holds the device's shared slot, and its
+    candidate must not queue for a second one behind that timing (which waits for the first: a hang to 120 s)."""
     config = dataclasses.replace(GPU_CONFIG, verify_timeout=60, fault_sanitizer=True)
     env = CudaKernelEnv([SMALL_RELU], backend="cuda", eval_config=config)
     try:
         env.reset(options={"task_id": RELU})
         write_all(env, {**relu_solution("cuda"), "kernels/relu.cu": KERNELS["illegal_address"]})
-        obs, _, _, _, info = env.step(tool_call("verify"))
+        with timing_wanted_throughout(tmp_path) as waits:
+            obs, _, _, _, info = env.step(tool_call("verify"))
+        assert waits, "the other env's timing never ran"
         report = info["result"]["fault"]["sanitizer"]
         assert "compute-sanitizer" in obs and report, obs
         assert "Invalid __global__ write" in report and "k(" in report, report  # the access, the kernel
@@ -365,10 +397,13 @@ def test_single_file_load_inline_solution(env: CudaKernelEnv, source: str) -> No
     assert terminated and info["tier"] >= 1, info["result"]["message"]
 
 
-def test_profile_with_ncu(env: CudaKernelEnv) -> None:
+def test_profile_with_ncu(env: CudaKernelEnv, tmp_path: Path) -> None:
+    """Beside another env that wants to time all along: ncu's run takes turns with it (the device's shared slot)."""
     env.reset(options={"task_id": RELU})
     write_all(env, relu_solution("cuda"))
-    obs, _, _, _, info = env.step(tool_call("profile", ncu=True))
+    with timing_wanted_throughout(tmp_path) as waits:
+        obs, _, _, _, info = env.step(tool_call("profile", ncu=True))
+    assert waits, "the other env's timing never ran"
     assert info["status"] == "ok", obs
     assert "relu_vec4_kernel" in info["result"]["ncu"], info["result"]["ncu"]
     assert "Throughput" in info["result"]["ncu"]
