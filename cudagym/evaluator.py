@@ -22,8 +22,9 @@ import logging
 import secrets
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from cudagym import bytecode
 from cudagym.backends import Backend
@@ -39,7 +40,15 @@ from cudagym.input_probe import declared_kinds, probe_verdict, verdict_key_for
 from cudagym.integrity.policy import IntegrityPolicy
 from cudagym.memory_slots import memory_slot
 from cudagym.reference_process import ReferenceProcess
-from cudagym.results import CompileResult, IntegrityFinding, ProfileResult, SubmitResult, VerifyResult
+from cudagym.results import (
+    CompileResult,
+    IntegrityFinding,
+    ProfileResult,
+    Stage,
+    StageResult,
+    SubmitResult,
+    VerifyResult,
+)
 from cudagym.stage_memo import FailureMemo
 from cudagym.stages import baselines as baseline_times
 from cudagym.stages import candidates, compilation, preparation, profiling, submission, verification
@@ -65,6 +74,7 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
+_R = TypeVar("_R", bound=StageResult)
 EXIT_SLOT_S = 10.0  # how long a process's end waits for the device's shared slot before it ends anyway
 
 
@@ -261,22 +271,33 @@ class LocalEvaluator:
 
     def compile(self, workspace: Workspace) -> CompileResult:
         """Builds kernels/ into cuda_extension; a single-file model_new.py (load_inline) is imported instead."""
-        return compilation.compile_workspace(self, workspace)
+        return self._answered(CompileResult, Stage.COMPILE, lambda: compilation.compile_workspace(self, workspace))
 
     def verify(self, workspace: Workspace) -> VerifyResult:
         """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for determinism) in
         one candidate process; the reference process writes every input set, reads every output and compares."""
-        return verification.verify(self, workspace)
+        return self._answered(VerifyResult, Stage.VERIFY, lambda: verification.verify(self, workspace))
 
     def profile(self, workspace: Workspace, *, ncu: bool = False) -> ProfileResult:
         """Times ModelNew on the reference process's clock (every call on fresh inputs and every timed call's output
         compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
         torch, and re-validated by eager timed beside the candidate)."""
-        return profiling.profile(self, workspace, ncu=ncu)
+        return self._answered(ProfileResult, Stage.PROFILE, lambda: profiling.profile(self, workspace, ncu=ncu))
 
     def submit(self, workspace: Workspace) -> SubmitResult:
         """Compile, verify and profile in turn; the tier and every stage's findings."""
-        return submission.submit(self, workspace)
+        return self._answered(SubmitResult, Stage.SUBMIT, lambda: submission.submit(self, workspace))
+
+    def _answered(self, cls: type[_R], stage: Stage, run: Callable[[], _R]) -> _R:
+        """``run()``'s result, or, where the machinery itself raised (a bug of ours, a library's error, not the
+        agent's code, whose failures are results already), a harness-error result of ``cls`` saying why: a stage is
+        answered, never raised into the caller (an RL trainer's loop). Its traceback goes to the log."""
+        start = time.monotonic()
+        try:
+            return run()
+        except Exception as exc:
+            logger.exception("%s %s: the evaluation harness raised", stage.value, self.task.id)
+            return candidates.harness_failure(cls, stage, exc, start)
 
     def baselines(
         self, key: str, *, ref: ReferenceProcess | None = None, task: Task | None = None, retime: bool = False

@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from cudagym import python_source
 from cudagym.tasks.hub import require_datasets
 from cudagym.tasks.requirements import NEEDS_WEIGHTS_KEY, imported_packages
 from cudagym.tasks.task import Task, TaskMetadata, for_precision
@@ -140,7 +141,7 @@ def derive_ops(source: str) -> tuple[str, ...]:
         Operator names; empty when the source does not parse.
     """
     try:
-        tree = ast.parse(source)
+        tree = python_source.parse(source)
     except SyntaxError:
         return ()
     collector = _OpCollector(_import_aliases(tree))

@@ -29,6 +29,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from cudagym import python_source
 from cudagym.tasks.hub import require_datasets
 from cudagym.tasks.kernelbench import derive_ops, read_parquet_rows
 from cudagym.tasks.requirements import imported_packages
@@ -79,7 +80,7 @@ def num_ops(data_source: str | None) -> int | None:
 
 def _first_class(code: str) -> str | None:
     try:
-        tree = ast.parse(code)
+        tree = python_source.parse(code)
     except SyntaxError:
         return None
     names = [node.name for node in tree.body if isinstance(node, ast.ClassDef)]

@@ -13,6 +13,7 @@ import ast
 import importlib.util
 import sys
 
+from cudagym import python_source
 from cudagym.tasks.task import Task
 
 #: Top-level packages that every cudagym installation has (the package's own dependencies).
@@ -35,7 +36,7 @@ def imported_packages(source: str) -> tuple[str, ...]:
         Distinct top-level import names, e.g. ``("transformers",)``.
     """
     try:
-        tree = ast.parse(source)
+        tree = python_source.parse(source)
     except SyntaxError:
         return ()
     found: list[str] = []

@@ -18,6 +18,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from cudagym import python_source
 from cudagym.tasks.input_verdict import InputVerdict
 
 DEFAULT_TOLERANCE = 1e-2
@@ -182,7 +183,7 @@ def module_constants(source: str) -> dict[str, ast.Assign]:
     """The simple top-level ``NAME = ...`` assignments of a module, by name."""
     return {
         node.targets[0].id: node
-        for node in ast.parse(source).body
+        for node in python_source.parse(source).body
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
     }
 

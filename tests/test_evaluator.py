@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 from cudagym_testing import write_all
 
+from cudagym import python_source
 from cudagym.backends import Backend
 from cudagym.baselines import tool_call
 from cudagym.baselines.scripted import solution_files
@@ -204,5 +205,34 @@ def test_a_cpu_profile_that_would_fail_the_bandwidth_bound_taken_at_load_is_judg
         # a time no host reaches still fails, with the bandwidth measured now in the message
         finding = evaluator._roofline(ref, moved / 1e15 * 1e3, moved)
         assert not finding.passed and "above the device's peak" in finding.detail
+    finally:
+        env.close()
+
+
+def test_a_stage_whose_machinery_raises_is_answered_as_a_harness_error(
+    fast_config: EvalConfig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The machinery's own exception (here CPython's AST race, which 16 envs on one pool met in a static check) is a
+    harness error the env shows and rewards with 0, never an exception in the trainer's loop; the env goes on."""
+
+    def race(*_: Any, **__: Any) -> Any:
+        raise SystemError("AST constructor recursion depth mismatch (before=45, after=40)")
+
+    env = CudaKernelEnv(backend="cpu", eval_config=fast_config)
+    try:
+        env.reset(options={"task_id": "builtin/relu"})
+        write_all(env, solution_files(env.task, "cpu"))
+        with monkeypatch.context() as patch:
+            patch.setattr(python_source, "parse", race)
+            obs, _, _, _, info = env.step(tool_call("compile"))
+            assert info["status"] == "harness_error" and "recursion depth mismatch" in obs, obs
+            assert "Traceback" not in obs
+            obs, reward, terminated, _, info = env.step(tool_call("submit"))
+            assert terminated and info["status"] == "harness_error" and reward == 0.0, obs
+            assert info["reward_terms"] == {"harness_error": 0.0}
+        env.reset(options={"task_id": "builtin/relu"})
+        write_all(env, solution_files(env.task, "cpu"))
+        obs, _, _, _, info = env.step(tool_call("compile"))
+        assert info["status"] == "ok", obs
     finally:
         env.close()

@@ -19,6 +19,7 @@ import re
 from collections.abc import Iterable, Iterator
 from pathlib import PurePosixPath
 
+from cudagym import python_source
 from cudagym.integrity import vocabulary as V
 from cudagym.integrity.cpp_checks import check_cpp_sources, escapes
 from cudagym.integrity.cpp_preprocess import CppSource
@@ -55,7 +56,7 @@ class PythonChecker:
 
     def run(self) -> list[Violation]:
         try:
-            tree = ast.parse(self.source)
+            tree = python_source.parse(self.source)
         except (SyntaxError, ValueError):
             return []  # it cannot run either; loading it reports the error and its line
         except (RecursionError, MemoryError):

@@ -25,6 +25,7 @@ import hashlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from cudagym import python_source
 from cudagym.synth.records import DropReason, Verdict
 from cudagym.tasks.kernelbench import derive_ops
 
@@ -53,7 +54,7 @@ def normalised_tokens(code: str) -> tuple[str, ...]:
     """The normalised tree of the code's classes and functions other than the input functions (empty when the code
     does not parse)."""
     try:
-        tree = ast.parse(code)
+        tree = python_source.parse(code)
     except SyntaxError:
         return ()
     tokens: list[str] = []

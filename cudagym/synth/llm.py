@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from cudagym import python_source
 from cudagym.errors import CudaGymError
 from cudagym.synth.catalogue import OpSpec
 from cudagym.synth.compose import draw_ops_count
@@ -61,7 +62,7 @@ def extract_code(text: str) -> str:
     match = _BLOCK.search(text or "")
     code = (match.group(1) if match else text or "").strip() + "\n"
     try:
-        tree = ast.parse(code)
+        tree = python_source.parse(code)
     except SyntaxError as exc:
         raise LLMInvalid(f"the answer's code does not parse: {exc.msg} (line {exc.lineno})") from None
     defined = {node.name for node in tree.body if isinstance(node, (ast.ClassDef, ast.FunctionDef))}
