@@ -177,11 +177,12 @@ class MemoryAdmission:
             return True
         if log and key not in self._waiting:
             self._waiting.add(key)
+            # the room is negative where the evaluators' own footprints already claim more than the device has free
             logger.info(
                 "an evaluator of %s needs %.1f GiB of device memory, %.1f GiB are free for it beside %d evaluators",
                 key[1],
                 need / GIB,
-                room / GIB,
+                max(0.0, room / GIB),
                 len(members),
             )
         return False
