@@ -33,6 +33,7 @@ the whole-file compiles that would only repeat them. A compile the timeout ended
 from __future__ import annotations
 
 import dataclasses
+import json
 import logging
 import os
 import re
@@ -98,6 +99,10 @@ def inline_sources(request: Any) -> InlineSources:
         raise RequestError("not a load_inline/load request")
     if len(repr(request)) > MAX_REQUEST_CHARS:
         raise RequestError(f"its sources and flags exceed {MAX_REQUEST_CHARS // 1024 // 1024} MiB")
+    try:  # a lone surrogate (JSON carries one): torch's load_inline could not write such a file either
+        json.dumps(request, ensure_ascii=False).encode("utf-8")
+    except (UnicodeEncodeError, TypeError, ValueError):
+        raise RequestError("its sources or flags hold characters that are not valid UTF-8") from None
     name = request.get("name")
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise RequestError(f"name={name!r} is not a valid module name (letters, digits and _, at most 100)")
@@ -602,15 +607,8 @@ class InlineBuilder:
             return None
         path = unit.source.parent / "light" / unit.source.name
 
-        def key(command: Sequence[str]) -> str:
-            portable = [
-                c.replace(str(unit.source.parent), "<src>").replace(str(workspace.path), "<ws>") for c in command
-            ]
-            backend, toolchain = self.builder.backend, self.builder.toolchain
-            return content_hash(
-                content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, light_text.encode()),
-                header_digest,
-            )
+        def key(command: Sequence[str]) -> str:  # of the copy's text, which is not written yet
+            return self._key(command, unit.source.parent, workspace, header_digest, light_text.encode())
 
         command = [*unit.command[:-1], str(path)]
         light = CompileUnit(path, unit.kind, tuple(command), key(command))
@@ -670,10 +668,19 @@ class InlineBuilder:
     ) -> CompileUnit:
         """The unit of ``command``, keyed by its toolchain, backend, portable command, source and the workspace's
         headers (the same files give the same object wherever they lie)."""
+        return CompileUnit(
+            source, kind, tuple(command), self._key(command, folder, workspace, header_digest, source.read_bytes())
+        )
+
+    def _key(
+        self, command: Sequence[str], folder: Path, workspace: Workspace, header_digest: str, content: bytes
+    ) -> str:
+        """The key of a compile: ``command`` with the request's ``folder`` and the workspace's path left out, the
+        toolchain, the backend, the source's ``content`` and the workspace's headers."""
         backend, toolchain = self.builder.backend, self.builder.toolchain
         portable = [c.replace(str(folder), "<src>").replace(str(workspace.path), "<ws>") for c in command]
-        key = content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, source.read_bytes())
-        return CompileUnit(source, kind, tuple(command), content_hash(key, header_digest))
+        key = content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, content)
+        return content_hash(key, header_digest)
 
 
 # a single file in the shape of KernelBench's prompt example: its CUDA source begins with these includes, its wrapper is

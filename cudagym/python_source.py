@@ -3,8 +3,9 @@
 CPython keeps the depth counter of its AST construction (``ast2obj``) in state its threads share: a thread switch
 inside a parse (a garbage collection running a finaliser, say) lets another thread's parse move the counter, and one
 of them fails with ``SystemError: AST constructor recursion depth mismatch`` (CPython gh-106905; seen here with 16
-environments on one evaluation pool). Every parse of the library goes through :func:`parse`, one at a time per
-process; a parse takes milliseconds and a workspace's files are bounded in size.
+environments on one evaluation pool). Every parse of the library that can run beside another goes through
+:func:`parse`, one at a time per process (the command line's literal reads of its arguments need not); a parse takes
+milliseconds and a workspace's files are bounded in size.
 """
 
 from __future__ import annotations

@@ -100,6 +100,9 @@ def test_an_identical_request_is_a_cache_hit_and_an_edit_recompiles_only_what_ch
         ({"extra_include_paths": ["../.."]}, "outside the workspace"),
         ({"name": "../escape"}, "not a valid module name"),
         ({"cuda_sources": ["__global__ void k() {}"]}, "need the cuda backend"),
+        # a lone surrogate, as the request's JSON can carry it: the agent's error, not an exception of the builder
+        ({"cpp_sources": ["int g() { return 0; }  // \udc80"]}, "not valid UTF-8"),
+        ({"extra_cflags": ["-DX=\udc80"]}, "not valid UTF-8"),
     ],
 )
 def test_a_request_cannot_steer_the_build_elsewhere(
@@ -108,6 +111,13 @@ def test_a_request_cannot_steer_the_build_elsewhere(
     _, result = inline_builder.build(plain_request(f"int f_{unique()}() {{ return 0; }}\n", **changes), workspace)
     assert result.status is Status.COMPILE_ERROR and said in result.message, result.message
     assert not result.artifact
+
+
+def test_a_source_with_text_beyond_ascii_builds(inline_builder: InlineBuilder, workspace: Workspace) -> None:
+    """What the UTF-8 check above must let through: comments and strings in any script."""
+    body = f'// café, ✓, 核\nconst char* g_{unique()}() {{ return "π ≈ 3.14"; }}\n'
+    _, result = inline_builder.build(plain_request(body), workspace)
+    assert result.status is Status.OK, result.diagnostics
 
 
 # -- env level: a KernelBench-format solution ------------------------------------------------------------------------
