@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -37,6 +38,8 @@ _HEAVY_ONLY: dict[tuple[str, str], HeavyOnly | None] = {}
 # the words of the torch headers split files leave out of their device units, by cache folder, toolchain, flags and
 # directives (this process; the most recently used last, a quarter of KEPT_WORD_LISTS kept)
 _TORCH_WORDS: dict[tuple[str, str], frozenset[str] | None] = {}
+# its reorderings and evictions, which threads of one process (envs on one pool) do side by side
+_TORCH_WORDS_LOCK = threading.Lock()
 
 
 def is_nvcc(compiler: str) -> bool:
@@ -97,9 +100,10 @@ class HeaderReads:
             return frozenset()
         flags, key = self._key(command, workspace, header_digest, includes)
         known = (str(self.builder.cache_dir), key)
-        if known in _TORCH_WORDS:
-            _TORCH_WORDS[known] = _TORCH_WORDS.pop(known)  # the most recently used last
-            return _TORCH_WORDS[known]
+        with _TORCH_WORDS_LOCK:
+            if known in _TORCH_WORDS:
+                _TORCH_WORDS[known] = _TORCH_WORDS.pop(known)  # the most recently used last
+                return _TORCH_WORDS[known]
         folder = self.builder.cache_dir / "split" / "words"
         stored = folder / f"{key}.json"
         words: frozenset[str] | None = None
@@ -114,9 +118,10 @@ class HeaderReads:
                 write_once(stored, json.dumps(sorted(words)), replace=True)
                 logger.info("torch's headers' words read in %.1f s (%d)", time.monotonic() - started, len(words))
                 keep_newest(folder, KEPT_WORD_LISTS)
-        _TORCH_WORDS[known] = words
-        while len(_TORCH_WORDS) > KEPT_WORD_LISTS // 4:
-            del _TORCH_WORDS[next(iter(_TORCH_WORDS))]
+        with _TORCH_WORDS_LOCK:
+            _TORCH_WORDS[known] = words
+            while len(_TORCH_WORDS) > KEPT_WORD_LISTS // 4:
+                del _TORCH_WORDS[next(iter(_TORCH_WORDS))]
         return words
 
     def _read_heavy_only(self, flags: list[str], probe: light_headers.Probe, workspace: Workspace) -> HeavyOnly | None:
