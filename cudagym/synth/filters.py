@@ -30,6 +30,7 @@ from cudagym.gpu_lock import shared_slot, timing_slot, warmup_slot_spec
 from cudagym.harness.protocol import Baseline, CompileDone, CompileReference, Drop, Prepare
 from cudagym.harness.timing import TimingConfig
 from cudagym.reference_process import ReferenceProcess
+from cudagym.synth.memory_budget import MemoryBudget
 from cudagym.synth.records import DropReason, Verdict
 from cudagym.tasks.checks import DeviceSlots, TaskCheck, check_task, remember_eager
 from cudagym.tasks.task import Task
@@ -119,11 +120,19 @@ class ExecutionFilter:
         backend: where the references run.
         config: the filters' settings.
         cache_dir: the cache the checks write their verdicts and eager times to (default: cudagym's).
+        budget: the device memory this worker shares with the others (``memory_budget``; None: not shared out).
     """
 
-    def __init__(self, backend: Backend, config: FilterConfig, cache_dir: str | Path | None = None) -> None:
+    def __init__(
+        self,
+        backend: Backend,
+        config: FilterConfig,
+        cache_dir: str | Path | None = None,
+        budget: MemoryBudget | None = None,
+    ) -> None:
         self.backend = backend
         self.config = config
+        self.budget = budget
         self.cache_dir = Path(cache_dir) if cache_dir else default_cache_dir()
         self.timing = resolve_timing(config.eval.timing, backend, self.cache_dir, find_toolchain().nvcc)
         # the device's shared slot as the reference process takes it for torch.compile's first run ("" where slots
@@ -141,7 +150,7 @@ class ExecutionFilter:
             )
         return self._reference
 
-    def judge(self, task: Task) -> Verdict:
+    def judge(self, task: Task, footprint: int | None = None) -> Verdict:
         """The task's verdict: the checks, then torch.compile's code generation, then the timings, then the window.
 
         A candidate holds the device's exclusive slot once, for its eager and its torch.compile timing together:
@@ -150,18 +159,36 @@ class ExecutionFilter:
         runs before the eager time is known, so a candidate outside the window costs its torch.compile too (the
         composer sizes candidates for the window, so such drops are few).
 
-        Device memory is shared by every worker's reference process: one that ran out of it gives back what it holds
-        and judges the task once more before the task is dropped as ``out_of_memory``; each gives back its cached
-        memory after every task, so that one task's peak does not stay reserved while the others run."""
-        try:
-            verdict = self._judge_once(task)
-            if verdict.reason is DropReason.OUT_OF_MEMORY:
-                logger.info("synth: %s ran out of device memory; judged again once", task.id)
-                self._release()
-                verdict = self._judge_once(task).adding(verdict.seconds)
+        Device memory is shared by every worker's reference process. With a budget the judgement holds
+        ``footprint`` bytes of it (None: the whole budget); a task that runs out of memory all the same is judged
+        once more holding the whole budget, and dropped as ``out_of_memory`` only if it runs out alone. Without one,
+        it is judged once more after giving back what its process holds. Either way the process gives its cached
+        memory back after every judgement, so that one task's peak does not stay reserved while the others run."""
+        verdict = self._judge_held(task, footprint)
+        if verdict.reason is not DropReason.OUT_OF_MEMORY:
             return verdict
-        finally:
-            self._release()
+        alone = self.budget is not None
+        logger.info("synth: %s ran out of device memory; judged again%s", task.id, " alone" if alone else " once")
+        again = self._judge_held(task, None).adding(verdict.seconds)
+        if alone and again.reason is DropReason.OUT_OF_MEMORY:
+            detail = f"out of device memory with no other candidate on it: {again.detail}"
+            return dataclasses.replace(again, detail=detail)
+        return again
+
+    def _judge_held(self, task: Task, footprint: int | None) -> Verdict:
+        """One judgement in the budget's hold of ``footprint`` bytes (None: all of it), the memory given back inside."""
+        if self.budget is None:
+            try:
+                return self._judge_once(task)
+            finally:
+                self._release()
+        hold = self.budget.hold(footprint) if footprint is not None else self.budget.alone()
+        with hold as waited:
+            try:
+                verdict = self._judge_once(task)
+            finally:
+                self._release()
+        return verdict.adding({"memory_wait": waited})
 
     def _judge_once(self, task: Task) -> Verdict:
         verdict = self._check(task)

@@ -22,6 +22,7 @@ import dataclasses
 import hashlib
 import json
 import logging
+import math
 import random
 import threading
 from collections.abc import Callable, Mapping
@@ -35,7 +36,16 @@ from cudagym.synth.compose import ComposeError, Composer
 from cudagym.synth.decontaminate import Decontaminator, Fingerprint, Thresholds, load_kernelbench
 from cudagym.synth.filters import ExecutionFilter, FilterConfig
 from cudagym.synth.llm import LLMComposer, LLMInvalid, LLMSettings
-from cudagym.synth.plan import PROFILES, plan_sizes, rescale, target_ms
+from cudagym.synth.memory_budget import device_budget
+from cudagym.synth.plan import (
+    BYTES_PER_ELEMENT,
+    FOOTPRINT_FACTOR,
+    PROFILES,
+    footprint,
+    plan_sizes,
+    rescale,
+    target_ms,
+)
 from cudagym.synth.records import Candidate, DropReason, Outcome, Verdict
 from cudagym.synth.render import candidate as render_candidate
 from cudagym.tasks.requirements import imported_packages
@@ -141,6 +151,15 @@ def synth_task(candidate: Candidate) -> Task:
     )
 
 
+def candidate_footprint(candidate: Candidate) -> int:
+    """The device memory judging ``candidate`` is assumed to hold (``plan.footprint``); for a candidate without a
+    composition (the LLM composer's), its inputs' float32 bytes as if every op made one more tensor of their size."""
+    if candidate.composition is not None:
+        return footprint(candidate.composition)
+    inputs = sum(math.prod(shape) for shape in candidate.shapes) * BYTES_PER_ELEMENT
+    return FOOTPRINT_FACTOR * inputs * (len(candidate.ops) + 1)
+
+
 @dataclasses.dataclass(frozen=True)
 class RunResult:
     """What a run ended with: every outcome (this run's and the resumed ones, in index order), the catalogue, and
@@ -175,6 +194,7 @@ class Pipeline:
         self.target = target_ms(self.filters.min_ms, self.filters.max_ms)
         kernelbench = load_kernelbench(config.kernelbench) if config.kernelbench else []
         self.decontaminator = Decontaminator(kernelbench, config.thresholds)
+        self.budget = device_budget(self.backend, config.workers)
         self._local = threading.local()
         self._workers: list[ExecutionFilter] = []
         self._lock = threading.Lock()
@@ -235,7 +255,7 @@ class Pipeline:
     def _filter(self) -> ExecutionFilter:
         found = getattr(self._local, "filter", None)
         if found is None:
-            found = ExecutionFilter(self.backend, self.filters, self.config.cache_dir)
+            found = ExecutionFilter(self.backend, self.filters, self.config.cache_dir, self.budget)
             self._local.filter = found
             with self._lock:
                 self._workers.append(found)
@@ -244,12 +264,12 @@ class Pipeline:
     def execute(self, candidate: Candidate) -> tuple[Candidate, Verdict]:
         """Stage 3: the execution filters' verdict, after one rescaled try for a candidate outside the window."""
         judge = self._filter()
-        verdict = judge.judge(synth_task(candidate))
+        verdict = judge.judge(synth_task(candidate), candidate_footprint(candidate))
         if verdict.reason in (DropReason.TOO_FAST, DropReason.TOO_SLOW) and candidate.composition and verdict.eager_ms:
             resized = rescale(candidate.composition, verdict.eager_ms, self.target, self.profile.memory_cap)
             if resized is not None:
                 candidate = render_candidate(resized, self.ops, candidate.index, candidate.seed, candidate.origin)
-                verdict = judge.judge(synth_task(candidate)).adding(verdict.seconds)
+                verdict = judge.judge(synth_task(candidate), candidate_footprint(candidate)).adding(verdict.seconds)
         return candidate, verdict
 
     # -- the run -----------------------------------------------------------------------------------------------

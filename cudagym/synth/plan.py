@@ -108,6 +108,18 @@ def _memory(composition: Composition, sizes: Mapping[str, int]) -> int:
     return sum(math.prod(shape_values(s, sizes)) for s in shapes) * BYTES_PER_ELEMENT
 
 
+FOOTPRINT_FACTOR = 2
+"""A judgement's peak device memory in multiples of its chain's tensors (:func:`footprint`)."""
+
+
+def footprint(composition: Composition) -> int:
+    """The device memory judging ``composition`` is assumed to hold at its peak: ``FOOTPRINT_FACTOR`` times its tensors
+    (every input and every step's output at its sizes): the checks keep two outputs for the determinism check beside
+    the inputs, and torch.compile's buffers come on top. A first guess for sharing the device among workers
+    (``memory_budget``), not a bound: a candidate that needs more is judged again alone."""
+    return FOOTPRINT_FACTOR * _memory(composition, composition.sizes)
+
+
 def plan_sizes(
     composition: Composition,
     ops: Mapping[str, OpSpec],

@@ -138,6 +138,7 @@ FILTER_PHASES = {
     "compile_wait": "of it, waiting for the device's shared slot (the inputs', then the first run's)",
     "timing": "eager and torch.compile timed in one hold of the exclusive slot, its wait included",
     "timing_wait": "of it, waiting for the exclusive slot",
+    "memory_wait": "before all of these, waiting for the device memory its tensors need (the workers' budget)",
 }
 """The phases of :attr:`Verdict.seconds`."""
 

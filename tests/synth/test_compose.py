@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import random
 
 import pytest
@@ -10,7 +11,8 @@ import torch
 
 from cudagym.synth.catalogue import Catalogue
 from cudagym.synth.compose import Composer, broadcast
-from cudagym.synth.plan import PROFILES, plan_sizes, shape_values
+from cudagym.synth.pipeline import candidate_footprint
+from cudagym.synth.plan import BYTES_PER_ELEMENT, FOOTPRINT_FACTOR, PROFILES, footprint, plan_sizes, shape_values
 from cudagym.synth.render import candidate
 
 SMALL_SIZES = {"batch_size": 2, "features": 8, "hidden": 8, "seq_len": 4, "channels": 4, "height": 8, "width": 8}
@@ -63,3 +65,19 @@ def test_planned_batch_scales_with_the_target(small_catalogue: Catalogue) -> Non
     small = plan_sizes(composition, ops, PROFILES["cpu"], 1.0, random.Random(2)).sizes["batch_size"]
     large = plan_sizes(composition, ops, PROFILES["cpu"], 20.0, random.Random(2)).sizes["batch_size"]
     assert large > small >= 1
+
+
+def test_a_footprint_counts_every_tensor_of_the_chain(small_catalogue: Catalogue) -> None:
+    """The device memory a judgement is assumed to hold (what a worker takes of the shared budget): its inputs and
+    each step's output at the planned sizes, ``FOOTPRINT_FACTOR`` times; a candidate with no composition (the LLM
+    composer's) is guessed from its inputs and its number of ops."""
+    ops = {op.name: op for op in small_catalogue.ops}
+    composition = Composer(small_catalogue.composable()).compose(random.Random(3))
+    sized = plan_sizes(composition, ops, PROFILES["cpu"], 1.0, random.Random(4))
+    tensors = [*sized.inputs, *(step.shape for step in sized.steps)]
+    elements = sum(math.prod(shape_values(shape, sized.sizes)) for shape in tensors)
+    assert footprint(sized) == FOOTPRINT_FACTOR * BYTES_PER_ELEMENT * elements
+    made = candidate(sized, ops, 3, 3)
+    assert candidate_footprint(made) == footprint(sized)
+    written = dataclasses.replace(made, composition=None, shapes=((4, 8), (8,)), ops=("a", "b"))
+    assert candidate_footprint(written) == FOOTPRINT_FACTOR * BYTES_PER_ELEMENT * 40 * 3

@@ -10,6 +10,7 @@ import pytest
 
 from cudagym.backends import resolve_backend
 from cudagym.synth.filters import ExecutionFilter, FilterConfig, verdict_of_check
+from cudagym.synth.memory_budget import MemoryBudget
 from cudagym.synth.pipeline import synth_task
 from cudagym.synth.records import FILTER_PHASES, Candidate, DropReason, Verdict
 from cudagym.tasks.checks import TaskCheck
@@ -161,6 +162,49 @@ def test_a_task_that_ran_out_of_device_memory_is_checked_again_once(
     monkeypatch.setattr(filters, "check_task", lambda task, *a, **k: TaskCheck(task.id, error=error))
     verdict = judge.judge(_task(KEEP, index=8))
     assert verdict.reason is DropReason.OUT_OF_MEMORY and "out of memory" in verdict.detail
+
+
+def test_with_a_budget_a_task_holds_its_footprint_and_is_judged_again_alone(
+    judge: ExecutionFilter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Workers share the device's memory: a judgement holds its footprint of the budget; a task that runs out of
+    memory all the same (another worker's tensors, or a footprint guessed too small) is judged once more holding the
+    whole budget, and is dropped for memory only when it runs out alone."""
+    import cudagym.synth.filters as filters
+
+    budget = MemoryBudget(100)
+    monkeypatch.setattr(judge, "budget", budget)
+    real = filters.check_task
+    held: list[int] = []
+    error = "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."
+
+    def noting(task, *args, **kwargs) -> TaskCheck:
+        held.append(budget.held)
+        return real(task, *args, **kwargs)
+
+    monkeypatch.setattr(filters, "check_task", noting)
+    verdict = judge.judge(_task(KEEP, index=9), footprint=30)
+    assert verdict.passed and held == [30] and budget.held == 0, verdict
+    assert verdict.seconds["memory_wait"] >= 0
+
+    def short_of_memory_beside_others(task, *args, **kwargs) -> TaskCheck:
+        held.append(budget.held)
+        if budget.held < budget.capacity:
+            return TaskCheck(task.id, error=error)
+        return real(task, *args, **kwargs)
+
+    held.clear()
+    monkeypatch.setattr(filters, "check_task", short_of_memory_beside_others)
+    verdict = judge.judge(_task(KEEP, index=10), footprint=30)
+    assert verdict.passed and held == [30, 100], verdict  # kept: it fits the device alone
+    held.clear()
+    monkeypatch.setattr(
+        filters, "check_task", lambda task, *a, **k: held.append(budget.held) or TaskCheck(task.id, error=error)
+    )
+    verdict = judge.judge(_task(KEEP, index=11), footprint=30)
+    assert held == [30, 100] and verdict.reason is DropReason.OUT_OF_MEMORY, verdict
+    assert "no other candidate" in verdict.detail and "out of memory" in verdict.detail
+    assert budget.held == 0
 
 
 def test_a_verdict_judged_twice_carries_the_time_of_both() -> None:

@@ -28,11 +28,14 @@ def test_a_cuda_run_accepts_checked_tasks_in_the_window(
         cache_dir=cache_dir,
     )
     pipeline = Pipeline(config)
+    assert pipeline.budget is not None and pipeline.budget.capacity > 0  # two workers share the device's memory
     result = pipeline.run()
     assert result.complete, [o.verdict for o in result.outcomes]
+    assert pipeline.budget.held == 0
     for outcome in result.accepted:
         assert 1.0 <= outcome.verdict.eager_ms <= 100.0
         assert outcome.verdict.compile_ms is not None and outcome.verdict.compile_ms > 0
+        assert outcome.verdict.seconds["memory_wait"] >= 0
     write_outputs(tmp_path, result.outcomes, 6, pipeline.backend.device_name, result.catalogue.version)
     tasks = load("ops6k", path=tmp_path / "tasks.parquet")
     checks = check_tasks(tasks, resolve_backend("cuda"), cache_dir=cache_dir)
