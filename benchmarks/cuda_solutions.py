@@ -43,7 +43,7 @@ def run_task(env: CudaKernelEnv, task_id: str) -> dict:
         "speedup_compile": profile.get("speedup_compile"),
         "spread": profile.get("spread"),
         "tier": submit.get("tier"),
-        "expected_tier": task.expected_tiers.get(env.backend.name),
+        "expected_tier": task.expected_tier(env.backend.name, env.backend.device_name),
         "cycle_s": seconds["compile"] + seconds["verify"] + seconds["profile"],
         "seconds": seconds,
         "status": {k: v["status"] for k, v in infos.items()},

@@ -424,7 +424,7 @@ def test_cuda_reference_solution_reaches_its_expected_tier(full_env: CudaKernelE
     compiled = full_env.step(tool_call("compile"))[4]
     assert compiled["status"] == "ok", compiled["result"]["message"]
     _, _, terminated, _, info = full_env.step(tool_call("submit"))
-    expected = BUILTIN.get(task_id).expected_tiers.get("cuda", 1)
+    expected = BUILTIN.get(task_id).expected_tier("cuda", full_env.backend.device_name)
     result = info["result"]
     seconds = [f"{r['seconds']:.1f}" for r in (compiled["result"], result["verify"], result["profile"]) if r]
     print(
