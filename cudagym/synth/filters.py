@@ -178,17 +178,15 @@ class ExecutionFilter:
     def _judge_held(self, task: Task, footprint: int | None) -> Verdict:
         """One judgement in the budget's hold of ``footprint`` bytes (None: all of it), the memory given back inside."""
         if self.budget is None:
-            try:
-                return self._judge_once(task)
-            finally:
-                self._release()
-        hold = self.budget.hold(footprint) if footprint is not None else self.budget.alone()
+            hold: contextlib.AbstractContextManager[float | None] = contextlib.nullcontext()
+        else:
+            hold = self.budget.hold(footprint) if footprint is not None else self.budget.alone()
         with hold as waited:
             try:
                 verdict = self._judge_once(task)
             finally:
                 self._release()
-        return verdict.adding({"memory_wait": waited})
+        return verdict if waited is None else verdict.adding({"memory_wait": waited})
 
     def _judge_once(self, task: Task) -> Verdict:
         verdict = self._check(task)
