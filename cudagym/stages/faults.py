@@ -2,22 +2,25 @@
 ``EvalConfig.fault_sanitizer`` allows it, compute-sanitizer's first finding on one call of the candidate
 (``cudagym.sanitizer``). Its result: ``results.CudaFault``. An out-of-memory error that was the machine's shortage
 rather than the candidate's (``cudagym.device_memory.shortage``) is no fault of the candidate's: the stage answers
-it with a harness error (:func:`machine_shortage`)."""
+it with a harness error (:func:`machine_shortage`); one judged the candidate's own is run once more before it counts
+(:func:`judged_twice`)."""
 
 from __future__ import annotations
 
 import dataclasses
 import logging
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from cudagym import sanitizer
 from cudagym.candidate_messages import read
 from cudagym.device_memory import nvidia_smi_probe, shortage
 from cudagym.eval_config import sanitizes_faults
-from cudagym.fault_text import find_cuda_fault
-from cudagym.results import CompileResult, CudaFault, Status
+from cudagym.fault_text import find_cuda_fault, says_out_of_memory
+from cudagym.results import CompileResult, CudaFault, ProfileResult, Status, VerifyResult
 from cudagym.sandbox import Child, exchange_dir
 from cudagym.stages.wrapped import wrapped_run
 from cudagym.text import clean
@@ -27,6 +30,7 @@ if TYPE_CHECKING:
     from cudagym.evaluator import LocalEvaluator
 
 logger = logging.getLogger(__name__)
+_R = TypeVar("_R", VerifyResult, ProfileResult)
 
 
 def cuda_fault(
@@ -73,3 +77,31 @@ def machine_shortage(ev: LocalEvaluator, status: Status, message: str) -> str | 
     if why is not None:
         logger.warning("%s: a candidate ran out of device memory that other processes held", ev.task.id)
     return why
+
+
+def ran_out_on_its_own(ev: LocalEvaluator, result: VerifyResult | ProfileResult) -> bool:
+    """Whether a candidate stage's ``result`` is the candidate's own out-of-memory failure on the GPU: an error that
+    says the device ran out, which :func:`machine_shortage` did not judge the machine's."""
+    return (
+        ev.backend.is_cuda
+        and result.status in (Status.RUNTIME_ERROR, Status.LOAD_ERROR)
+        and says_out_of_memory(result.message)
+    )
+
+
+def judged_twice(ev: LocalEvaluator, run: Callable[[], _R]) -> _R:
+    """The result of the candidate stage ``run``, run a second time when the first ran out of device memory on its
+    own by the device's reading (:func:`ran_out_on_its_own`), and then the second run's result.
+
+    The reading is taken once the candidate has gone, so a process outside it that filled the device during its run
+    and gave the memory back before the reading (another trainer, environment or test on the GPU) leaves the shortage
+    looking like the candidate's. A second run tells them apart: on a device now free an honest candidate passes,
+    one that runs out again is judged again (its own, or the machine's). Its verdict stands whatever the first run
+    said, so a candidate gains nothing by the repeat but the time of one more stage, which its deadlines bound."""
+    start = time.monotonic()
+    first = run()
+    if not ran_out_on_its_own(ev, first):
+        return first
+    logger.info("%s %s: the candidate ran out of device memory; run once more", first.stage.value, ev.task.id)
+    again = run()
+    return dataclasses.replace(again, seconds=time.monotonic() - start)

@@ -52,7 +52,13 @@ def profile(
 ) -> ProfileResult:
     """Times ModelNew on the reference process's clock (every call on fresh inputs and every timed call's output
     compared in full), and compares with the eager and torch.compile baselines (cached per task, device and
-    torch, and re-validated by eager timed beside the candidate)."""
+    torch, and re-validated by eager timed beside the candidate). A run that ran out of device memory on its own is
+    run once more (``faults.judged_twice``)."""
+    return faults.judged_twice(ev, lambda: _profile_once(ev, workspace, ncu, compiled))
+
+
+def _profile_once(ev: LocalEvaluator, workspace: Workspace, ncu: bool, compiled: CompileResult | None) -> ProfileResult:
+    """One run of :func:`profile`."""
     start = time.monotonic()
     compiled, failure = prechecks(ev, workspace, Stage.PROFILE, ProfileResult, compiled)
     if failure is not None:

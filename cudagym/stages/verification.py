@@ -29,7 +29,13 @@ logger = logging.getLogger("cudagym.evaluator")
 
 def verify(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult | None = None) -> VerifyResult:
     """Runs ModelNew on ``num_checks`` fresh input sets (and check 1's inputs once more, for determinism) in
-    one candidate process; the reference process writes every input set, reads every output and compares."""
+    one candidate process; the reference process writes every input set, reads every output and compares. A run
+    that ran out of device memory on its own is run once more (``faults.judged_twice``)."""
+    return faults.judged_twice(ev, lambda: _verify_once(ev, workspace, compiled))
+
+
+def _verify_once(ev: LocalEvaluator, workspace: Workspace, compiled: CompileResult | None) -> VerifyResult:
+    """One run of :func:`verify`."""
     start = time.monotonic()
     compiled, failure = prechecks(ev, workspace, Stage.VERIFY, VerifyResult, compiled)
     if failure is not None:
