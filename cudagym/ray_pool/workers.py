@@ -43,7 +43,8 @@ class WorkerSpec:
     count: int = 1
     num_cpus: float = 1.0
     num_gpus: float | None = None
-    resources: dict[str, float] = dataclasses.field(default_factory=dict)
+    # not hashed (a dict is not hashable); equal specs still hash alike, and factories holding specs are dict keys
+    resources: dict[str, float] = dataclasses.field(default_factory=dict, hash=False)
     concurrency: int = 1
     max_evaluators: int = 4
     cache_dir: str | None = None
