@@ -10,7 +10,10 @@ the first build, the reference process) happens before the level's clock starts.
 works on ``--fixed-task``; its profiled speedup at each level is compared with its 1-env value, which shows
 whether timing stays isolated under load (the device's timing slot, :mod:`cudagym.gpu_lock`). With
 ``--service``, all environments evaluate through one ``cudagym serve`` process (an evaluator per environment); with
-``--pool``, through one ``cudagym pool`` (the machine pool: evaluators shared by task, :mod:`cudagym.pool`). Each
+``--pool``, through one ``cudagym pool`` (the machine pool: evaluators shared by task, :mod:`cudagym.pool`); with
+``--ray``, through one cluster pool of a Ray instance the benchmark starts on this machine (``--ray-address``: of a
+cluster already running), every env process sending its jobs to the same named pool and its workers
+(:mod:`cudagym.ray_pool.cluster_pool`; cuda: one worker per GPU running ``--ray-concurrency`` jobs at a time). Each
 environment process reports its resident memory after setup and at the end (``env_rss_mb``: the env alone; a
 service's or pool's processes are counted apart, in ``server_rss_mb``).
 
@@ -21,6 +24,7 @@ so the levels measure steady-state cycles, not first builds. Slot waits come fro
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import json
 import multiprocessing as mp
@@ -52,11 +56,17 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
         from cudagym.baselines.scripted import code_edit, solution_files
         from cudagym.tasks import load
 
-        factory = None
+        factory: Any = None
         if options["socket"]:
             from cudagym.service import ServiceEvaluatorFactory
 
             factory = ServiceEvaluatorFactory(options["socket"])
+        elif options.get("ray_address"):
+            from cudagym.ray_pool import RayEvaluatorFactory
+
+            factory = RayEvaluatorFactory(
+                address=options["ray_address"], workers=(options["ray_worker"],), cluster_pool=options["ray_pool"]
+            )
         from cudagym.evaluator import EvalConfig
         from cudagym.harness.timing import TimingConfig
         from cudagym.tuning import Tuning
@@ -319,6 +329,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     server = None
     levels: list[dict[str, Any]] = []
     try:
+        if args.ray or args.ray_address:
+            options.update(start_ray(args, backend.name, options["cache_dir"], options["run"]))
         if args.service or args.pool:
             from cudagym.service import spawn_server
 
@@ -357,6 +369,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         if server is not None:
             server.terminate()
             server.wait(timeout=60)
+        if options.get("ray_pool"):
+            stop_ray(options["ray_pool"], backend.name)
         shutil.rmtree(scratch, ignore_errors=True)
     base = levels[0]["fixed_speedup"] if levels and levels[0]["envs"] == 1 else None
     for level in levels:
@@ -371,11 +385,45 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "cpus": os.cpu_count(),
         "service": args.service,
         "pool": args.pool,
+        "ray": bool(options.get("ray_pool")),
+        "ray_worker": dataclasses.asdict(options["ray_worker"]) if options.get("ray_worker") else None,
         "tasks": tasks,
         "fixed_task": args.fixed_task,
         "seconds": args.seconds,
         "levels": levels,
     }
+
+
+def start_ray(args: argparse.Namespace, backend: str, cache_dir: str, run_id: str) -> dict[str, Any]:
+    """Joins ``--ray-address``'s cluster, or starts a Ray instance on this machine (every CPU and GPU), and says how
+    the envs reach its cluster pool: the address, the pool's name and its worker spec (cuda: one worker per GPU
+    running ``--ray-concurrency`` jobs at a time, default half the cores; cpu: one worker per CPU)."""
+    import ray
+
+    from cudagym.ray_pool import WorkerSpec
+
+    # "local": a fresh instance even where another runs on this machine (its envs inherit this process's journal)
+    ray.init(address=args.ray_address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False)
+    resources = ray.cluster_resources()
+    if backend == "cuda":
+        concurrency = args.ray_concurrency or max(1, (os.cpu_count() or 2) // 2)
+        gpus = max(1, int(resources.get("GPU", 1)))
+        spec = WorkerSpec("cuda", count=gpus, concurrency=concurrency, cache_dir=cache_dir)
+    else:
+        spec = WorkerSpec("cpu", count=max(1, int(resources.get("CPU", 1))), concurrency=1, cache_dir=cache_dir)
+    address = ray.get_runtime_context().gcs_address
+    print(f"Ray at {address}: {resources.get('CPU', 0):.0f} CPUs, {resources.get('GPU', 0):.0f} GPUs", flush=True)
+    return {"ray_address": address, "ray_pool": f"throughput-{run_id}", "ray_worker": spec}
+
+
+def stop_ray(pool: str, backend: str) -> None:
+    """Stops the run's cluster pool and leaves the Ray instance."""
+    import ray
+
+    from cudagym.ray_pool import stop_cluster_pool
+
+    stop_cluster_pool(pool, backend)
+    ray.shutdown()
 
 
 def _fmt(value: float | None, spec: str) -> str:
@@ -393,6 +441,9 @@ def print_table(report: dict[str, Any]) -> None:
         how = "one evaluation service (an evaluator per env)"
     if report.get("pool"):
         how = "one machine pool (evaluators shared by task)"
+    if report.get("ray"):
+        worker = report["ray_worker"]
+        how = f"one Ray cluster pool ({worker['count']} {worker['backend']} workers x {worker['concurrency']} jobs)"
     print(f"\nThroughput on {report['backend']} ({report['device']}, {report['cpus']} CPUs), {how}, {report['date']}")
     print(f"Tasks: {', '.join(report['tasks'])}; env 0 on {report['fixed_task']}; ~{report['seconds']} s per level\n")
     print(
@@ -435,6 +486,11 @@ def main(argv: list[str] | None = None) -> int:
     modes = parser.add_mutually_exclusive_group()
     modes.add_argument("--service", action="store_true", help="evaluate every env through one cudagym serve")
     modes.add_argument("--pool", action="store_true", help="evaluate every env through one cudagym pool")
+    modes.add_argument("--ray", action="store_true", help="evaluate every env through one cluster pool on Ray")
+    parser.add_argument("--ray-address", help="the Ray cluster of --ray (default: one started on this machine)")
+    parser.add_argument(
+        "--ray-concurrency", type=int, default=0, help="jobs a cuda worker of --ray runs at once (0: half the cores)"
+    )
     parser.add_argument(
         "--pool-evaluators", type=int, default=0, help="the pool's --max-evaluators (0: its default, by the cores)"
     )
@@ -468,6 +524,8 @@ def main(argv: list[str] | None = None) -> int:
     args.levels = [int(v) for v in args.levels.split(",") if v.strip()]
     if not args.levels or min(args.levels) < 1:
         parser.error("--levels takes positive integers, e.g. 1,4,16,64")
+    if args.ray_address and (args.service or args.pool):
+        parser.error("--ray-address goes with --ray, not with --service or --pool")
     report = run(args)
     print_table(report)
     if args.json:

@@ -92,6 +92,23 @@ def test_throughput_runs_envs_through_the_machine_pool(tmp_path: Path, cache_dir
     assert len(level["env_rss_mb"]) == 2 and level["env_rss_mb_median"] > 0 and level["server_rss_mb"] > 0
 
 
+def test_throughput_runs_envs_of_two_processes_through_one_ray_cluster_pool(tmp_path: Path, cache_dir: Path) -> None:
+    pytest.importorskip("ray")
+    out = tmp_path / "throughput.json"
+    stdout = run_benchmark(
+        "throughput.py",
+        *("--backend", "cpu", "--levels", "2", "--seconds", "0", "--max-cycles", "1", "--tasks", "builtin/relu"),
+        *("--ray", "--fixed-task", "builtin/relu", "--lock", "on", "--no-warmup", "--cache-dir", str(cache_dir)),
+        *("--json", str(out)),
+    )
+    assert "one Ray cluster pool (" in stdout
+    report = json.loads(out.read_text())
+    assert report["ray"] and report["ray_worker"]["backend"] == "cpu" and not report["pool"]
+    (level,) = report["levels"]
+    assert level["cycles"] == 2 and not level["failed_cycles"] and not level["errors"], level
+    assert level["slots"]["slots"] >= 2 and level["slots"]["overlap_s"] == 0.0  # the workers' profiles took the slot
+
+
 def test_repeatability_profiles_one_solution_repeatedly(tmp_path: Path) -> None:
     out = tmp_path / "repeat.json"
     stdout = run_benchmark(
