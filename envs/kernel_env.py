@@ -92,6 +92,8 @@ class CudaKernelEnv(gym.Env[str, str]):
             or "ray" (the evaluation pool on a Ray cluster, ``pip install 'cudagym[ray]'``; shorthand for
             ``evaluator_factory=cudagym.ray_pool.RayEvaluatorFactory(ray_address, cache_dir=cache_dir)``).
         ray_address: the Ray cluster of ``evaluator="ray"`` (None: the one this process joined, else a local one).
+        ray_pool: with ``evaluator="ray"``, the name of a pool the whole cluster shares (envs of every process that
+            names it use its workers: ``cudagym.ray_pool.cluster_pool``); None: a pool of this process's own.
         workspace_limits: file size limits of the workspace.
         **task_options: passed to the task-set loader (``path=``, ``level=``, ``ids=``, ``names=``, ``ops=``,
             ``precision=``, ``sizes=``: see ``cudagym.tasks.load``); an unknown one raises TypeError naming the valid
@@ -117,6 +119,7 @@ class CudaKernelEnv(gym.Env[str, str]):
         service_socket: str | None = None,
         evaluator: str | None = None,
         ray_address: str | None = None,
+        ray_pool: str | None = None,
         workspace_limits: WorkspaceLimits | None = None,
         **task_options: Any,
     ) -> None:
@@ -142,7 +145,7 @@ class CudaKernelEnv(gym.Env[str, str]):
         self._verdicts = VerdictStore(self._cache_root)  # the input verdicts, read at reset (``task_notes``)
         self.workspace_limits = workspace_limits
         self.shaper: Shaper = make_reward(reward, **(reward_options or {}))
-        evaluator_factory = self._factory_for(evaluator, evaluator_factory, service_socket, ray_address)
+        evaluator_factory = self._factory_for(evaluator, evaluator_factory, service_socket, ray_address, ray_pool)
         self._evaluator_factory = evaluator_factory or self._local_evaluator
         # PrintableText: shared-memory vector envs read it live (the default async make_vec works)
         self.observation_space = PrintableText(max_obs_chars)
@@ -162,15 +165,18 @@ class CudaKernelEnv(gym.Env[str, str]):
         factory: EvaluatorFactory | None,
         service_socket: str | None,
         ray_address: str | None,
+        ray_pool: str | None = None,
     ) -> EvaluatorFactory | None:
-        """The evaluator factory that ``evaluator``, ``evaluator_factory``, ``service_socket`` and ``ray_address``
-        name together (None: a local evaluator); ConfigError (a ValueError) where they disagree."""
+        """The evaluator factory that ``evaluator``, ``evaluator_factory``, ``service_socket``, ``ray_address`` and
+        ``ray_pool`` name together (None: a local evaluator); ConfigError (a ValueError) where they disagree."""
         if evaluator not in (None, "local", "service", "ray"):
             raise ConfigError(f"evaluator must be 'local', 'service' or 'ray', got {evaluator!r}")
         if factory is not None and (service_socket is not None or evaluator is not None):
             raise ConfigError("give evaluator_factory alone, without evaluator or service_socket")
         if ray_address is not None and evaluator != "ray":
             raise ConfigError("ray_address goes with evaluator='ray'")
+        if ray_pool is not None and (evaluator != "ray" or not ray_pool):
+            raise ConfigError("ray_pool names a pool of the cluster (a non-empty name) and goes with evaluator='ray'")
         if evaluator == "service" and service_socket is None:
             raise ConfigError("evaluator='service' needs service_socket")
         if service_socket is not None and evaluator not in (None, "service"):
@@ -182,7 +188,7 @@ class CudaKernelEnv(gym.Env[str, str]):
         if evaluator == "ray":
             from cudagym.ray_pool.client import RayEvaluatorFactory
 
-            return RayEvaluatorFactory(ray_address, cache_dir=self.cache_dir)
+            return RayEvaluatorFactory(ray_address, cache_dir=self.cache_dir, cluster_pool=ray_pool)
         return factory
 
     def _local_evaluator(self, task: Task, backend: Backend, config: EvalConfig) -> Evaluator:

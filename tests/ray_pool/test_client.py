@@ -82,6 +82,8 @@ def test_without_ray_the_error_says_how_to_install_it(monkeypatch: pytest.Monkey
         ({"ray_address": "auto"}, "ray_address goes with"),
         ({"evaluator": "service"}, "needs service_socket"),
         ({"evaluator": "ray", "service_socket": "/tmp/x.sock"}, "service_socket goes with"),
+        ({"ray_pool": "train"}, "ray_pool names a pool"),
+        ({"evaluator": "ray", "ray_pool": ""}, "ray_pool names a pool"),
     ],
 )
 def test_evaluator_options_that_disagree_are_refused(options: dict[str, Any], match: str) -> None:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from test_pool import relu_job
 
+from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
 from cudagym.ray_pool import ClusterPool, JobStage, RayEvaluatorFactory, WorkerSpec, stop_cluster_pool
 from cudagym.ray_pool.cluster_pool import NAMESPACE, service_name
@@ -30,6 +31,7 @@ OTHER_PROCESS = """
 import json, sys
 from pathlib import Path
 from cudagym.baselines import tool_call
+from cudagym.envs import CudaKernelEnv
 from cudagym.envs import CudaKernelEnv
 from cudagym.evaluator import EvalConfig
 from cudagym.ray_pool import RayEvaluatorFactory, WorkerSpec
@@ -104,6 +106,15 @@ def released(name: str) -> bool:
     except ValueError:
         return True
     return False
+
+
+def test_an_env_option_names_the_cluster_pool(cache_dir: Path) -> None:
+    # what a trainer's YAML gives (plain values): the env's factory sends its jobs to the named pool
+    env = CudaKernelEnv(backend="cpu", evaluator="ray", ray_pool="train", cache_dir=str(cache_dir))
+    try:
+        assert env._evaluator_factory == RayEvaluatorFactory(cache_dir=str(cache_dir), cluster_pool="train")
+    finally:
+        env.close()
 
 
 def test_a_factory_names_its_cluster_pool_and_stays_hashable() -> None:
