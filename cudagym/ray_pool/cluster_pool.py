@@ -84,6 +84,8 @@ class ClusterPool:
         self.name = name
         self.backend = backend
         self.workers = tuple(workers)
+        if sum(spec.count for spec in self.workers) == 0:  # said here: the service's own error would reach no caller
+            raise ValueError("the pool needs at least one worker")
         self.placement_timeout_s = placement_timeout_s
         self._lock = threading.Lock()
         self._service: Any = None
@@ -130,7 +132,9 @@ class ClusterPool:
                 return
             self._lost(service)
             logger.warning("cluster pool %s: %s lost with the service: %r", self.name, job.describe(), error)
-            answer.set_result(harness_error(job, f"the cluster's evaluation pool failed: {type(error).__name__}"))
+            first_line = (str(error).strip().splitlines() or [""])[0][:200]
+            why = f"{type(error).__name__}: {first_line}" if first_line else type(error).__name__
+            answer.set_result(harness_error(job, f"the cluster's evaluation pool failed: {why}"))
 
         pending.add_done_callback(settle)
         return answer

@@ -132,3 +132,5 @@ def test_a_factory_names_its_cluster_pool_and_stays_hashable() -> None:
         RayEvaluatorFactory(cluster_pool="")
     with pytest.raises(ValueError, match="needs a name"):
         ClusterPool("", "cpu", [WorkerSpec("cpu")])
+    with pytest.raises(ValueError, match="at least one worker"):
+        ClusterPool("empty", "cpu", [WorkerSpec("cpu", count=0)])
