@@ -13,7 +13,8 @@ whether timing stays isolated under load (the device's timing slot, :mod:`cudagy
 ``--pool``, through one ``cudagym pool`` (the machine pool: evaluators shared by task, :mod:`cudagym.pool`); with
 ``--ray``, through one cluster pool of a Ray instance the benchmark starts on this machine (``--ray-address``: of a
 cluster already running), every env process sending its jobs to the same named pool and its workers
-(:mod:`cudagym.ray_pool.cluster_pool`; cuda: one worker per GPU running ``--ray-concurrency`` jobs at a time). Each
+(:mod:`cudagym.ray_pool.cluster_pool`; cuda: one worker per GPU running ``--ray-concurrency`` jobs at a time, by
+default one per memory slot of the device). Each
 environment process reports its resident memory after setup and at the end (``env_rss_mb``: the env alone; a
 service's or pool's processes are counted apart, in ``server_rss_mb``).
 
@@ -397,7 +398,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def start_ray(args: argparse.Namespace, backend: str, cache_dir: str, run_id: str) -> dict[str, Any]:
     """Joins ``--ray-address``'s cluster, or starts a Ray instance on this machine (every CPU and GPU), and says how
     the envs reach its cluster pool: the address, the pool's name and its worker spec (cuda: one worker per GPU
-    running ``--ray-concurrency`` jobs at a time, default half the cores; cpu: one worker per CPU)."""
+    running ``--ray-concurrency`` jobs at a time, default one per memory slot of the device; cpu: one worker per
+    CPU)."""
     import ray
 
     from cudagym.ray_pool import WorkerSpec
@@ -406,7 +408,12 @@ def start_ray(args: argparse.Namespace, backend: str, cache_dir: str, run_id: st
     ray.init(address=args.ray_address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False)
     resources = ray.cluster_resources()
     if backend == "cuda":
-        concurrency = args.ray_concurrency or max(1, (os.cpu_count() or 2) // 2)
+        from cudagym.backends import resolve_backend
+        from cudagym.memory_slots import auto_slots
+
+        # as many as the machine pool's evaluators on cuda: one per memory slot of the device (each job's evaluator
+        # keeps a reference process with the task's data on the GPU)
+        concurrency = args.ray_concurrency or auto_slots(resolve_backend("cuda"))
         gpus = max(1, int(resources.get("GPU", 1)))
         spec = WorkerSpec("cuda", count=gpus, concurrency=concurrency, cache_dir=cache_dir)
     else:
@@ -489,7 +496,10 @@ def main(argv: list[str] | None = None) -> int:
     modes.add_argument("--ray", action="store_true", help="evaluate every env through one cluster pool on Ray")
     parser.add_argument("--ray-address", help="the Ray cluster of --ray (default: one started on this machine)")
     parser.add_argument(
-        "--ray-concurrency", type=int, default=0, help="jobs a cuda worker of --ray runs at once (0: half the cores)"
+        "--ray-concurrency",
+        type=int,
+        default=0,
+        help="jobs a cuda worker of --ray runs at once (0: one per 20 GiB of the device, as the pool's evaluators)",
     )
     parser.add_argument(
         "--pool-evaluators", type=int, default=0, help="the pool's --max-evaluators (0: its default, by the cores)"
