@@ -40,6 +40,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from cudagym.backends import Backend
 from cudagym.harness.timing import TimingConfig
 
 DEFAULT_TASKS = "builtin/scale_bias_tanh,builtin/silu_clamp,builtin/affine_gelu_clamp"  # 1 GB tensors on cuda
@@ -331,7 +332,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     levels: list[dict[str, Any]] = []
     try:
         if args.ray or args.ray_address:
-            options.update(start_ray(args, backend.name, options["cache_dir"], options["run"]))
+            options.update(start_ray(args, backend, options["cache_dir"], options["run"]))
         if args.service or args.pool:
             from cudagym.service import spawn_server
 
@@ -395,7 +396,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
-def start_ray(args: argparse.Namespace, backend: str, cache_dir: str, run_id: str) -> dict[str, Any]:
+def start_ray(args: argparse.Namespace, backend: Backend, cache_dir: str, run_id: str) -> dict[str, Any]:
     """Joins ``--ray-address``'s cluster, or starts a Ray instance on this machine (every CPU and GPU), and says how
     the envs reach its cluster pool: the address, the pool's name and its worker spec (cuda: one worker per GPU
     running ``--ray-concurrency`` jobs at a time, default one per memory slot of the device; cpu: one worker per
@@ -407,13 +408,12 @@ def start_ray(args: argparse.Namespace, backend: str, cache_dir: str, run_id: st
     # "local": a fresh instance even where another runs on this machine (its envs inherit this process's journal)
     ray.init(address=args.ray_address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False)
     resources = ray.cluster_resources()
-    if backend == "cuda":
-        from cudagym.backends import resolve_backend
+    if backend.is_cuda:
         from cudagym.memory_slots import auto_slots
 
         # as many as the machine pool's evaluators on cuda: one per memory slot of the device (each job's evaluator
         # keeps a reference process with the task's data on the GPU)
-        concurrency = args.ray_concurrency or auto_slots(resolve_backend("cuda"))
+        concurrency = args.ray_concurrency or auto_slots(backend)
         gpus = max(1, int(resources.get("GPU", 1)))
         spec = WorkerSpec("cuda", count=gpus, concurrency=concurrency, cache_dir=cache_dir)
     else:

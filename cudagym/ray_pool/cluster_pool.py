@@ -33,7 +33,7 @@ logger = logging.getLogger(__name__)
 NAMESPACE = "cudagym"
 # jobs the service holds at once (an async actor's concurrent calls): every env of the cluster plus trainers' batches
 MAX_JOBS = 4096
-STATS_TIMEOUT_S = 60.0
+CALL_TIMEOUT_S = 60.0  # the service's answer to stats and shutdown
 
 
 def service_name(name: str, backend: str) -> str:
@@ -151,7 +151,7 @@ class ClusterPool:
         """A look at the shared pool (every process's jobs)."""
         import ray
 
-        return ray.get(self._handle().stats.remote(), timeout=STATS_TIMEOUT_S)
+        return ray.get(self._handle().stats.remote(), timeout=CALL_TIMEOUT_S)
 
     def shutdown(self) -> None:
         """Stops the service and its workers for every process that uses it; a later job starts a new one."""
@@ -169,7 +169,7 @@ def stop_cluster_pool(name: str, backend: str) -> bool:
     except ValueError:
         return False
     try:
-        ray.get(service.shutdown.remote(), timeout=STATS_TIMEOUT_S)
+        ray.get(service.shutdown.remote(), timeout=CALL_TIMEOUT_S)
     except Exception as exc:  # it is killed below all the same
         logger.warning("cluster pool %s: its shutdown failed: %r", name, exc)
     ray.kill(service)
