@@ -13,8 +13,8 @@ whether timing stays isolated under load (the device's timing slot, :mod:`cudagy
 ``--pool``, through one ``cudagym pool`` (the machine pool: evaluators shared by task, :mod:`cudagym.pool`); with
 ``--ray``, through one cluster pool of a Ray instance the benchmark starts on this machine (``--ray-address``: of a
 cluster already running), every env process sending its jobs to the same named pool and its workers
-(:mod:`cudagym.ray_pool.cluster_pool`; cuda: one worker per GPU running ``--ray-concurrency`` jobs at a time, by
-default one per memory slot of the device). Each
+(:mod:`cudagym.ray_pool.cluster_pool`; cuda: one worker per GPU taking ``--ray-concurrency`` jobs at a time, whose
+hosted machine pool keeps one evaluator per memory slot of the device and queues the rest). Each
 environment process reports its resident memory after setup and at the end (``env_rss_mb``: the env alone; a
 service's or pool's processes are counted apart, in ``server_rss_mb``).
 
@@ -399,8 +399,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 def start_ray(args: argparse.Namespace, backend: Backend, cache_dir: str, run_id: str) -> dict[str, Any]:
     """Joins ``--ray-address``'s cluster, or starts a Ray instance on this machine (every CPU and GPU), and says how
     the envs reach its cluster pool: the address, the pool's name and its worker spec (cuda: one worker per GPU
-    running ``--ray-concurrency`` jobs at a time, default one per memory slot of the device; cpu: one worker per
-    CPU)."""
+    taking ``--ray-concurrency`` jobs at a time, ``WorkerSpec``'s default by default; cpu: one worker per CPU)."""
     import ray
 
     from cudagym.ray_pool import WorkerSpec
@@ -409,13 +408,9 @@ def start_ray(args: argparse.Namespace, backend: Backend, cache_dir: str, run_id
     ray.init(address=args.ray_address or "local", include_dashboard=False, log_to_driver=False, configure_logging=False)
     resources = ray.cluster_resources()
     if backend.is_cuda:
-        from cudagym.memory_slots import auto_slots
-
-        # as many as the machine pool's evaluators on cuda: one per memory slot of the device (each job's evaluator
-        # keeps a reference process with the task's data on the GPU)
-        concurrency = args.ray_concurrency or auto_slots(backend)
+        # a worker's hosted pool keeps one evaluator per memory slot of its GPU and queues the rest for memory
         gpus = max(1, int(resources.get("GPU", 1)))
-        spec = WorkerSpec("cuda", count=gpus, concurrency=concurrency, cache_dir=cache_dir)
+        spec = WorkerSpec("cuda", count=gpus, concurrency=args.ray_concurrency, cache_dir=cache_dir)
     else:
         spec = WorkerSpec("cpu", count=max(1, int(resources.get("CPU", 1))), concurrency=1, cache_dir=cache_dir)
     address = ray.get_runtime_context().gcs_address
@@ -498,8 +493,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--ray-concurrency",
         type=int,
-        default=0,
-        help="jobs a cuda worker of --ray runs at once (0: one per 20 GiB of the device, as the pool's evaluators)",
+        default=None,
+        help="jobs a cuda worker of --ray takes at once (default: WorkerSpec's, its hosted pool queues them)",
     )
     parser.add_argument(
         "--pool-evaluators", type=int, default=0, help="the pool's --max-evaluators (0: its default, by the cores)"

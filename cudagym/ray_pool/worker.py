@@ -1,14 +1,20 @@
-"""The pool's worker: one Ray actor that evaluates jobs with the same evaluator a local environment uses.
+"""The pool's worker: one Ray actor that runs its jobs through the machine's evaluation pool.
 
-A worker owns real :class:`~cudagym.evaluator.LocalEvaluator` instances (each with its reference process, fork
-server and candidate isolation), kept warm between jobs and shared by every environment whose jobs land on it: jobs
-of one task and settings reuse one evaluator (the reference process, its loaded task and baselines stay), a job of
-another task takes an idle evaluator over (``retarget`` keeps its processes), and the least recently used idle one
-is closed beyond ``max_evaluators``. Each job's workspace is rebuilt from its snapshot in a fresh directory, evaluated
+A worker hosts one :class:`~cudagym.pool.EvaluationPool` (its node's, or its GPU's on cuda), the pool that envs of one
+machine share without Ray: its evaluators are shared by every job of the same task and settings (the reference process,
+its loaded task and baselines stay warm) and bounded in count; on cuda a new evaluator starts only when the device has
+the memory for it (:mod:`cudagym.pool.admission`), so jobs of many tasks queue for memory instead of running the GPU out
+of it; compiles run in its compile lane; a reference process that ran out of memory all the same, or a profile whose
+clock calibrated beside other work, is tried again there. Each job's workspace is rebuilt from its snapshot in a fresh
+directory, run as a :class:`~cudagym.pool.PoolJob` on it (the job's client is its session in the pool's fair queue)
 and removed; the result names the environment's workspace path, not the copy's.
 
+The Ray pool sends a worker at most ``concurrency`` jobs at once (its queue stays the fair one across the cluster), and
+the hosted pool bounds its evaluators to what the device holds; a job answered by the hosted pool's deadline
+(slightly inside the Ray pool's, so that the worker answers before it is taken to be stuck) is a harness error.
+
 Nothing the candidate reports decides a result here any more than in a local environment: the worker process plays
-the environment's part (it builds, it never runs agent code), the reference process keeps the trusted clock.
+the environment's part (it builds, it never runs agent code), the reference processes keep the trusted clock.
 
 The class is plain Python; :mod:`cudagym.ray_pool.workers` makes it a Ray actor with the resources it needs.
 """
@@ -18,15 +24,14 @@ from __future__ import annotations
 import dataclasses
 import logging
 import os
-import threading
 import time
-from collections import OrderedDict
 from pathlib import Path
 
 from cudagym.backends import resolve_backend
 from cudagym.codec import encode
-from cudagym.evaluator import LocalEvaluator
-from cudagym.pool.jobs import run_stage
+from cudagym.pool.evaluators import PoolLimits
+from cudagym.pool.jobs import PoolJob
+from cudagym.pool.pool import EvaluationPool, PoolStats
 from cudagym.ray_pool.jobs import Job, harness_error
 from cudagym.results import StageResult
 from cudagym.service import decode_result
@@ -35,6 +40,7 @@ from cudagym.workspace import Workspace, WorkspaceError
 logger = logging.getLogger(__name__)
 
 EvaluatorKey = tuple[str, int, str]  # task id, hash of the task's source for the backend, the settings' repr
+ANSWER_MARGIN_S = 5.0  # the hosted pool answers a job this much before the Ray pool's deadline for it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,24 +53,33 @@ class WorkerInfo:
 
 
 class EvalWorker:
-    """Runs jobs of one backend; up to its actor's ``max_concurrency`` at a time, each on an evaluator of its own.
+    """Runs jobs of one backend through a hosted :class:`~cudagym.pool.EvaluationPool`; up to its actor's
+    ``max_concurrency`` at a time.
 
     Args:
         backend: "cpu" or "cuda" (a cuda worker is given one GPU by Ray, ``num_gpus=1``).
         cache_dir: compiled objects, precompiled headers and baselines (default: ``~/.cache/cudagym``); workers of
             one machine share it.
-        max_evaluators: idle evaluators kept warm beyond those in use.
+        max_evaluators: evaluators the worker keeps, busy or idle (default: the machine pool's for the backend: on
+            cuda one per memory slot of the device, and only as many as its free memory admits).
+        concurrency: jobs the actor takes at once (its ``max_concurrency``); the compile lane builds as many at once,
+            up to the machine's cores.
     """
 
-    def __init__(self, backend: str, cache_dir: str | None = None, max_evaluators: int = 4) -> None:
-        if max_evaluators < 1:
+    def __init__(
+        self,
+        backend: str,
+        cache_dir: str | None = None,
+        max_evaluators: int | None = None,
+        concurrency: int = 1,
+    ) -> None:
+        if max_evaluators is not None and max_evaluators < 1:
             raise ValueError(f"max_evaluators must be >= 1, got {max_evaluators}")
         self.backend = resolve_backend(backend)
         self.cache_dir = Path(cache_dir) if cache_dir else None
-        self.max_evaluators = max_evaluators
-        self._idle: OrderedDict[int, tuple[EvaluatorKey, LocalEvaluator]] = OrderedDict()  # least recent first
-        self._busy = 0
-        self._lock = threading.Lock()
+        compile_workers = max(1, min(concurrency, os.cpu_count() or 1))
+        limits = PoolLimits.for_backend(self.backend, max_evaluators=max_evaluators, compile_workers=compile_workers)
+        self.pool = EvaluationPool(self.backend, cache_dir=self.cache_dir, limits=limits)
         self._jobs_done = 0
 
     def ready(self) -> WorkerInfo:
@@ -76,44 +91,14 @@ class EvalWorker:
     def jobs_done(self) -> int:
         return self._jobs_done
 
-    # -- evaluators --------------------------------------------------------------------------------
+    def stats(self) -> PoolStats:
+        """The hosted pool's jobs and evaluators now."""
+        return self.pool.stats()
 
     @staticmethod
     def key(job: Job) -> EvaluatorKey:
-        """Jobs of one key may share an evaluator: the same task (id and source) and settings."""
+        """Jobs of one key share evaluators: the Ray pool sends a task's jobs where its key is warm."""
         return job.task.id, hash(job.task.source_for(job.backend)), repr(job.config)
-
-    def _acquire(self, job: Job) -> LocalEvaluator:
-        """An evaluator for the job: a warm one of the same task and settings, else an idle one of the same
-        settings retargeted to the task, else a new one."""
-        key = self.key(job)
-        with self._lock:
-            self._busy += 1
-            for slot, (idle_key, evaluator) in reversed(self._idle.items()):
-                if idle_key == key:
-                    del self._idle[slot]
-                    return evaluator
-            full = len(self._idle) >= self.max_evaluators
-            for slot, (idle_key, evaluator) in self._idle.items():
-                if full and idle_key[2] == key[2] and idle_key[0] != key[0]:
-                    del self._idle[slot]
-                    evaluator.retarget(job.task)  # keeps its processes; the reference reloads on its next use
-                    return evaluator
-        logger.debug("worker %d: a new evaluator for %s", os.getpid(), job.task.id)
-        return LocalEvaluator(job.task, self.backend, job.config, cache_dir=self.cache_dir)
-
-    def _release(self, job: Job, evaluator: LocalEvaluator) -> None:
-        """Keeps the evaluator warm; closes the least recently used idle ones beyond ``max_evaluators``."""
-        surplus: list[LocalEvaluator] = []
-        with self._lock:
-            self._busy -= 1
-            self._idle[id(evaluator)] = (self.key(job), evaluator)
-            while len(self._idle) > self.max_evaluators:
-                surplus.append(self._idle.popitem(last=False)[1][1])
-        for old in surplus:
-            old.close()
-
-    # -- jobs --------------------------------------------------------------------------------------
 
     def run(self, job: Job) -> StageResult:
         """Evaluates one job; whatever goes wrong comes back as the stage's result (a harness error at worst)."""
@@ -125,26 +110,30 @@ class EvalWorker:
         except (WorkspaceError, OSError) as exc:
             return harness_error(job, f"the workspace could not be rebuilt on the worker: {exc}", start)
         try:
-            evaluator = self._acquire(job)
-            try:
-                result = run_stage(evaluator, job.stage, workspace, ncu=job.ncu)
-            finally:
-                self._release(job, evaluator)
+            deadline_s = max(1.0, job.run_deadline_s - ANSWER_MARGIN_S)
+            pool_job = PoolJob(
+                job.stage,
+                job.task,
+                job.backend,
+                job.config,
+                workspace,
+                session=job.client,
+                ncu=job.ncu,
+                deadline_s=deadline_s,
+                submitted=start,
+            )
+            result = self.pool.run(pool_job)
             self._jobs_done += 1
             return relocate(result, str(workspace.path), job.workspace.path)
-        except Exception as exc:  # the evaluator itself returns results; this is the worker failing
+        except Exception as exc:  # the pool itself returns results; this is the worker failing
             logger.exception("worker %d: %s failed", os.getpid(), job.describe())
             return harness_error(job, f"{type(exc).__name__}: {exc}", start)
         finally:
             workspace.remove()
 
     def shutdown(self) -> None:
-        """Closes every evaluator (their reference processes and candidates)."""
-        with self._lock:
-            evaluators = [evaluator for _, evaluator in self._idle.values()]
-            self._idle.clear()
-        for evaluator in evaluators:
-            evaluator.close()
+        """Closes the hosted pool: its evaluators (their reference processes and candidates)."""
+        self.pool.close()
 
 
 def relocate(result: StageResult, worker_path: str, client_path: str) -> StageResult:

@@ -21,6 +21,7 @@ from typing import Any
 from cudagym.ray_pool.worker import EvaluatorKey, EvalWorker, WorkerInfo
 
 logger = logging.getLogger(__name__)
+CUDA_CONCURRENCY = 16  # a cuda worker's jobs at once by default: what its hosted pool compiles and queues meanwhile
 
 
 @dataclasses.dataclass(frozen=True)
@@ -33,9 +34,11 @@ class WorkerSpec:
         num_cpus: CPUs Ray reserves for each (compiles and the cpu backend's runs use them).
         num_gpus: GPUs for each: 1 for cuda (the default there), 0 for cpu.
         resources: custom Ray resources each needs (a node label such as ``{"eval_node": 1}``).
-        concurrency: jobs one worker runs at a time (each on its own evaluator; on cuda the timing slot still takes
-            one timed run at a time, ``cudagym.gpu_lock``).
-        max_evaluators: idle evaluators a worker keeps warm.
+        concurrency: jobs one worker takes at a time (default: ``CUDA_CONCURRENCY`` on cuda, whose worker's hosted pool
+            queues them for the device's memory and timing slot and compiles them meanwhile; 1 on cpu, whose jobs use
+            the worker's CPUs).
+        max_evaluators: evaluators a worker keeps, busy or idle (default: the machine pool's bound for the backend,
+            ``PoolLimits.for_backend``: on cuda one per memory slot of the GPU).
         cache_dir: the compile and baseline cache on the worker's node (default ``~/.cache/cudagym`` there).
     """
 
@@ -45,11 +48,13 @@ class WorkerSpec:
     num_gpus: float | None = None
     # not hashed (a dict is not hashable); equal specs still hash alike, and factories holding specs are dict keys
     resources: dict[str, float] = dataclasses.field(default_factory=dict, hash=False)
-    concurrency: int = 1
-    max_evaluators: int = 4
+    concurrency: int | None = None  # None: the backend's default, set at construction
+    max_evaluators: int | None = None
     cache_dir: str | None = None
 
     def __post_init__(self) -> None:
+        if self.concurrency is None:
+            object.__setattr__(self, "concurrency", CUDA_CONCURRENCY if self.backend == "cuda" else 1)
         if self.backend not in ("cpu", "cuda"):
             raise ValueError(f"backend must be 'cpu' or 'cuda', got {self.backend!r}")
         if self.count < 0:
@@ -134,7 +139,7 @@ class WorkerSet:
 
     def _start(self, spec: WorkerSpec, index: int, generation: int) -> WorkerHandle:
         actor = self._actor_class.options(**spec.actor_options()).remote(
-            spec.backend, spec.cache_dir, spec.max_evaluators
+            spec.backend, spec.cache_dir, spec.max_evaluators, spec.concurrency
         )
         logger.debug("asked Ray for %s worker %d (generation %d)", spec.backend, index, generation)
         return WorkerHandle(spec, index, actor, actor.ready.remote(), generation=generation)

@@ -54,3 +54,28 @@ def test_the_reference_solution_reaches_its_local_tier_through_ray(gpu_cluster: 
     assert on_ray["tier"] == here["tier"] >= 1
     pool = remote.unwrapped._evaluator_factory
     assert pool.specs("cuda")[0].gpus == 1
+
+
+def test_a_cuda_worker_admits_evaluators_by_the_devices_memory(gpu_cluster: None, cache_dir: Path) -> None:
+    # jobs of three tasks at once on one cuda worker: its hosted pool starts evaluators only as the device's free
+    # memory admits them (before, each job held an evaluator of its own and sixteen envs ran the GPU out of memory)
+    from cudagym.ray_pool import Job, JobStage, RayPool, WorkerSpec
+    from cudagym.results import Status
+    from cudagym.workspace import Workspace
+
+    config = EvalConfig(num_checks=3)
+    jobs = []
+    for task_id in ("builtin/scale_bias_tanh", "builtin/silu_clamp", "builtin/affine_gelu_clamp") * 3:
+        task = load("builtin").get(task_id)
+        workspace = Workspace(task.source_for("cuda"), "instructions")
+        root = Path(task.solutions["cuda"])
+        for path in (p for p in root.rglob("*") if p.is_file()):
+            workspace.write(str(path.relative_to(root)), path.read_text())
+        jobs.append(Job(JobStage.SUBMIT, task, "cuda", config, workspace.freeze(), client=f"env-{len(jobs)}"))
+        workspace.remove()
+    with RayPool(WorkerSpec("cuda", cache_dir=str(cache_dir))) as pool:
+        results = [future.result() for future in pool.submit_many(jobs)]
+        stats = ray.get(pool.workers.handles[0].actor.stats.remote())
+    assert [r.status for r in results] == [Status.OK] * len(jobs), [r.message for r in results]
+    assert stats.done == len(jobs) and stats.failed == 0
+    assert stats.evaluators.created < len(jobs)  # shared by the jobs of a task, not one per job
