@@ -9,8 +9,11 @@ more jobs than its ``concurrency``.
 
 Failures never raise at the caller: a job whose worker or node is lost is run again on another worker once (the lost
 worker is replaced), then answered with a ``harness_error`` result; so is a job that runs past its deadline (the
-environment's own stage bounds, ``Job.run_deadline_s``), one whose worker answered with a harness error twice, and
-one no worker could be placed for within ``placement_timeout_s`` (or whose backend the pool has no worker for).
+environment's own stage bounds, ``Job.run_deadline_s``), one answered with a harness error by two workers (or twice
+by the only one), and one no worker could be placed for within ``placement_timeout_s`` (or whose backend the pool has
+no worker for). A harness error is the job's, not its worker's (the worker's hosted pool has retired the evaluator
+that failed): a worker is replaced only when it answers ``REPLACE_AFTER_HARNESS_ERRORS`` jobs in a row so, since it
+runs many jobs at once and replacing it loses them all.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from cudagym.results import StageResult, Status
 
 logger = logging.getLogger(__name__)
 POLL_S = 0.05  # the dispatcher's wait for answers between rounds
+REPLACE_AFTER_HARNESS_ERRORS = 3  # a worker answering this many jobs in a row with harness errors is replaced
 
 
 @dataclasses.dataclass(eq=False)
@@ -235,10 +239,17 @@ class RayPool:
         if handle in self.workers.handles:
             handle.running = max(0, handle.running - 1)
         if end.outcome is Outcome.DONE and end.result is not None:
-            if end.result.status is Status.HARNESS_ERROR and entry.attempts <= self.retries:
-                # the worker could not evaluate (a GPU left in a bad state, a reference that would not start): a new
-                # worker takes its place and the job is tried on another
-                self._replace(handle, f"it answered {entry.job.describe()} with a harness error")
+            if end.result.status is not Status.HARNESS_ERROR:
+                handle.harness_errors = 0
+                self._answer(entry, end.result)
+                return
+            # the worker could not evaluate the job (its hosted pool retired the evaluator and retried what was the
+            # machine's); the job is tried once more on another worker, and a worker that answers nothing but harness
+            # errors (a device left in a bad state) is replaced
+            handle.harness_errors += 1
+            if handle.harness_errors >= REPLACE_AFTER_HARNESS_ERRORS:
+                self._replace(handle, f"it answered {handle.harness_errors} jobs in a row with harness errors")
+            if entry.attempts <= self.retries:
                 self._retry(entry, handle, end.result.message)
                 return
             self._answer(entry, end.result)

@@ -98,6 +98,7 @@ class WorkerHandle:
         warm: the evaluator keys of the jobs it ran (the pool sends a task's jobs where it is warm).
         started: when the actor was asked for (``time.monotonic``).
         generation: how many workers held this index before it.
+        harness_errors: the jobs it answered with harness errors since its last other answer.
     """
 
     spec: WorkerSpec
@@ -109,6 +110,7 @@ class WorkerHandle:
     warm: set[EvaluatorKey] = dataclasses.field(default_factory=set)
     started: float = dataclasses.field(default_factory=time.monotonic)
     generation: int = 0
+    harness_errors: int = 0
 
     @property
     def ready(self) -> bool:

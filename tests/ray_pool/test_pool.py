@@ -16,6 +16,7 @@ from cudagym.evaluator import EvalConfig
 from cudagym.pool.fair_queue import FairQueue
 from cudagym.ray_pool import Job, JobStage, RayPool, WorkerSpec
 from cudagym.ray_pool.pool import _Entry
+from cudagym.ray_pool.worker import ANSWER_MARGIN_S
 from cudagym.results import Status
 from cudagym.tasks import load
 from cudagym.workspace import Workspace
@@ -77,6 +78,32 @@ def test_a_worker_killed_mid_job_is_replaced_and_the_job_retried(pool: RayPool, 
     assert result.status is Status.OK, result.message
     stats = pool.stats()
     assert stats.replaced == replaced + 1 and stats.retried >= 1
+
+
+def failing_job(fast_config: EvalConfig) -> Job:
+    """A job its worker answers with a harness error: its hosted pool's deadline passes before the submit ends."""
+    return dataclasses.replace(relu_job(fast_config, JobStage.SUBMIT), deadline_s=ANSWER_MARGIN_S + 0.2)
+
+
+def test_a_harness_error_is_tried_on_another_worker_which_stays(pool: RayPool, fast_config: EvalConfig) -> None:
+    # a worker runs many jobs at once: one job's harness error must not cost the others their worker
+    before = pool.stats()
+    result = pool.run(failing_job(fast_config))
+    assert result.status is Status.HARNESS_ERROR and "deadline" in result.message
+    after = pool.stats()
+    assert after.retried == before.retried + 1
+    assert after.replaced == before.replaced
+
+
+def test_a_worker_answering_only_harness_errors_is_replaced(
+    ray_cluster: Any, cache_dir: Path, fast_config: EvalConfig
+) -> None:
+    with RayPool(WorkerSpec("cpu", num_cpus=0, cache_dir=str(cache_dir))) as lone:
+        for _ in range(2):  # tried twice each, on the only worker: the third harness error in a row replaces it
+            assert lone.run(failing_job(fast_config)).status is Status.HARNESS_ERROR
+        assert lone.stats().replaced == 1
+        result = lone.run(relu_job(fast_config, JobStage.VERIFY))
+    assert result.status is Status.OK, result.message
 
 
 def test_a_job_of_a_backend_without_workers_is_a_harness_error(pool: RayPool, fast_config: EvalConfig) -> None:
