@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 _R = TypeVar("_R", VerifyResult, ProfileResult)
+# faults compute-sanitizer has nothing to place: no access went astray (a run of its own under memcheck would only
+# ask the device for more of the memory it lacked); an out-of-memory stage is judged by ``judged_twice`` instead
+UNLOCATED_FAULTS = frozenset({"out of memory"})
 
 
 def cuda_fault(
@@ -43,7 +46,8 @@ def cuda_fault(
     if fault is None:
         return None
     kernels = tuple(dict.fromkeys(k.name for k in compiled.kernels))
-    report = sanitize(ev, workspace, compiled) if sanitizes_faults(ev.config, ev.backend) else ""
+    located = sanitizes_faults(ev.config, ev.backend) and fault.kind not in UNLOCATED_FAULTS
+    report = sanitize(ev, workspace, compiled) if located else ""
     return dataclasses.replace(fault, kernels=kernels, sanitizer=report)
 
 
