@@ -12,10 +12,11 @@ of the pool (no worker, a worker or node lost twice, the deadline passed) is suc
 from __future__ import annotations
 
 import dataclasses
+import functools
 import uuid
 
 from cudagym.eval_config import EvalConfig
-from cudagym.pool.jobs import JobStage, stage_deadline, stage_failure
+from cudagym.pool.jobs import JobStage, TaskKey, stage_deadline, stage_failure, task_key
 from cudagym.results import StageResult
 from cudagym.tasks.task import Task
 from cudagym.workspace import WorkspaceSnapshot
@@ -56,6 +57,12 @@ class Job:
             raise ValueError("ncu=True only goes with the profile stage")
         if self.deadline_s is not None and self.deadline_s <= 0:
             raise ValueError(f"deadline_s must be positive, got {self.deadline_s}")
+
+    @functools.cached_property
+    def key(self) -> TaskKey:
+        """Which evaluators may serve it, as a worker's hosted pool shares them (``cudagym.pool.jobs.task_key``): the
+        Ray pool sends a job where its key is warm. Computed once."""
+        return task_key(self.task, self.backend, self.config)
 
     @property
     def run_deadline_s(self) -> float:

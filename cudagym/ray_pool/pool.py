@@ -28,7 +28,6 @@ from concurrent.futures import Future
 from cudagym.pool.fair_queue import FairQueue
 from cudagym.ray_pool.jobs import Job, harness_error
 from cudagym.ray_pool.watcher import Finished, Outcome, Running, Watcher
-from cudagym.ray_pool.worker import EvalWorker
 from cudagym.ray_pool.workers import WorkerHandle, WorkerSet, WorkerSpec
 from cudagym.results import StageResult, Status
 
@@ -206,15 +205,14 @@ class RayPool:
         where one is, the least busy otherwise."""
         fit = [h for h in free if h.spec.backend == entry.job.backend]
         fresh = [h for h in fit if h.index not in entry.failed_on] or fit
-        key = EvalWorker.key(entry.job)
-        return min(fresh, key=lambda h: (key not in h.warm, h.running / h.spec.concurrency, h.index))
+        return min(fresh, key=lambda h: (entry.job.key not in h.warm, h.running / h.spec.concurrency, h.index))
 
     def _send(self, entry: _Entry, handle: WorkerHandle) -> None:
         entry.attempts += 1
         now = time.monotonic()
         entry.first_start = entry.first_start or now
         handle.running += 1
-        handle.warm.add(EvalWorker.key(entry.job))
+        handle.warm.add(entry.job.key)
         ref = handle.actor.run.remote(entry.job)
         self._watcher.add(Running(entry, handle, ref, now, entry.job.run_deadline_s))
         logger.debug("sent %s to %s (attempt %d)", entry.job.describe(), handle.describe(), entry.attempts)

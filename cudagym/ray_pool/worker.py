@@ -39,7 +39,6 @@ from cudagym.workspace import Workspace, WorkspaceError
 
 logger = logging.getLogger(__name__)
 
-EvaluatorKey = tuple[str, int, str]  # task id, hash of the task's source for the backend, the settings' repr
 ANSWER_MARGIN_S = 5.0  # the hosted pool answers a job this much before the Ray pool's deadline for it
 
 
@@ -94,11 +93,6 @@ class EvalWorker:
     def stats(self) -> PoolStats:
         """The hosted pool's jobs and evaluators now."""
         return self.pool.stats()
-
-    @staticmethod
-    def key(job: Job) -> EvaluatorKey:
-        """Jobs of one key share evaluators: the Ray pool sends a task's jobs where its key is warm."""
-        return job.task.id, hash(job.task.source_for(job.backend)), repr(job.config)
 
     def run(self, job: Job) -> StageResult:
         """Evaluates one job; whatever goes wrong comes back as the stage's result (a harness error at worst)."""

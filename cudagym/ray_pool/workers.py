@@ -18,7 +18,8 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from cudagym.ray_pool.worker import EvaluatorKey, EvalWorker, WorkerInfo
+from cudagym.pool.jobs import TaskKey
+from cudagym.ray_pool.worker import EvalWorker, WorkerInfo
 
 logger = logging.getLogger(__name__)
 CUDA_CONCURRENCY = 16  # a cuda worker's jobs at once by default: what its hosted pool compiles and queues meanwhile
@@ -95,7 +96,7 @@ class WorkerHandle:
         ready_ref: the answer to ``ready`` (None once received).
         info: where it runs, once ready.
         running: jobs it runs now.
-        warm: the evaluator keys of the jobs it ran (the pool sends a task's jobs where it is warm).
+        warm: the task keys of the jobs it ran (the pool sends a task's jobs where it is warm).
         started: when the actor was asked for (``time.monotonic``).
         generation: how many workers held this index before it.
         harness_errors: the jobs it answered with harness errors since its last other answer.
@@ -107,7 +108,7 @@ class WorkerHandle:
     ready_ref: Any
     info: WorkerInfo | None = None
     running: int = 0
-    warm: set[EvaluatorKey] = dataclasses.field(default_factory=set)
+    warm: set[TaskKey] = dataclasses.field(default_factory=set)
     started: float = dataclasses.field(default_factory=time.monotonic)
     generation: int = 0
     harness_errors: int = 0
