@@ -220,24 +220,29 @@ class CandidatePool:
             self._reapers = [r for r in self._reapers if r.is_alive()]
 
     def process_ids(self) -> list[int]:
-        """The processes the pool keeps: its fork server, spare candidates and those running a stage."""
-        with self._lock:
-            children = [c for c in (*self._running, *self._spares) if c.alive]
-            server = [self._server.proc.pid] if self._server is not None and self._server.alive else []
-            return server + [c.proc.pid for c in children]
+        """The processes the pool keeps: its fork server, spare candidates and those running a stage.
+
+        Read without the pool's lock (copies of its lists and a reference to its server): the machine pool weighs
+        evaluators from its dispatcher, which must never wait behind a candidate's start or a close in progress."""
+        server = self._server
+        children = [c for c in [*list(self._running), *list(self._spares)] if c.alive]
+        own = [server.proc.pid] if server is not None and server.alive else []
+        return own + [c.proc.pid for c in children]
 
     def close(self) -> None:
         """Kills every candidate, running or spare, ends the fork server and waits for the reapers
-        (idempotent). A pool used again after ``close`` starts afresh."""
+        (idempotent). A pool used again after ``close`` starts afresh. The waits (the server's exit, up to seconds
+        for one that is busy forking; the reapers) come after the lock is let go."""
         with self._lock:
-            for child in [*self._running, *self._spares]:
-                child.kill()
+            children = [*self._running, *self._spares]
             self._running.clear()
             self._spares.clear()
-            if self._server is not None:
-                self._server.close()
-                self._server = None
-            self.join_reapers()
+            server, self._server = self._server, None
+        for child in children:
+            child.kill()
+        if server is not None:
+            server.close()
+        self.join_reapers()
 
 
 def classify(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -68,6 +71,26 @@ def test_spares_are_started_ahead_and_none_survive_close(fork_server: bool) -> N
     pool.close()
     assert not spare.alive and not pool._spares
     assert server is None or server.proc.poll() is not None
+
+
+def test_the_processes_are_told_while_a_close_waits_for_the_fork_server() -> None:
+    # the machine pool weighs evaluators by their processes from its dispatcher, which answers jobs at their
+    # deadlines: a close that waits for a fork server slow to exit (stopped here: it is waited for, then killed)
+    # must not hold that answer up
+    pool = CandidatePool(resolve_backend("cpu"), ChildLimits(), prestart=1, env={})
+    pool.fill()
+    (spare,) = spares_of(pool)
+    server = pool._server
+    assert server is not None and set(pool.process_ids()) == {server.proc.pid, spare.proc.pid}
+    os.kill(server.proc.pid, signal.SIGSTOP)
+    closing = threading.Thread(target=pool.close)
+    start = time.monotonic()
+    closing.start()
+    time.sleep(0.5)
+    assert closing.is_alive()  # still waiting for the stopped server
+    assert pool.process_ids() == [] and time.monotonic() - start < 2.0
+    closing.join(timeout=30)
+    assert not closing.is_alive() and server.proc.poll() is not None and not spare.alive
 
 
 def test_a_pool_whose_fork_server_cannot_start_falls_back_to_new_interpreters(monkeypatch: pytest.MonkeyPatch) -> None:
