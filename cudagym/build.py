@@ -106,6 +106,46 @@ class CompileUnit:
     # its warnings are not shown: a unit cudagym made from the agent's file (cudagym.kernel_split), whose warnings
     # (a constant only the other unit uses, say) the file itself would not give
     quiet: bool = False
+    # the folder its compiler sees and runs in (a snapshot of the files its key covers); None: the build's folder
+    root: Path | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class BuildSnapshot:
+    """The files a workspace build compiles, copied once: each unit's compiler sees a folder of its own holding
+    exactly what its object's cache key covers (the fixed binding files from the package's templates, the
+    workspace's headers, and the unit's own source), read once from the workspace.
+
+    The compilers then never read the workspace, which may change while they run: an environment whose job was
+    answered at its deadline writes the agent's next files while the stale build still compiles. Compiled in place,
+    such a build would cache an object of the new text under the key of the old one (a later build of the old
+    text would link code it never had, and the static checks it passed would have read other code), and a source
+    could include a workspace file its key does not cover (``model_new.py``, another kernel source).
+    """
+
+    units: tuple[tuple[Path, Path], ...]  # (source, the folder its compiler sees)
+    header_digest: str
+
+    @classmethod
+    def take(cls, workspace: Workspace, folder: Path) -> BuildSnapshot:
+        """Copies ``workspace``'s build inputs into per-unit folders under ``folder`` (binding.cpp first)."""
+        fixed = {name: (TEMPLATES / name).read_bytes() for name in ("binding.cpp", "binding_registry.h")}
+        headers = {p.name: p.read_bytes() for p in sorted(workspace.writable_files()) if p.suffix in (".h", ".cuh")}
+        sources = [(Path("binding.cpp"), fixed["binding.cpp"])]
+        sources += [(Path("kernels") / p.name, p.read_bytes()) for p in workspace.kernel_sources()]
+        units = []
+        for index, (relative, text) in enumerate(sources):
+            root = folder / str(index)
+            (root / "kernels").mkdir(parents=True)
+            (root / "binding_registry.h").write_bytes(fixed["binding_registry.h"])
+            for name, header in headers.items():
+                (root / "kernels" / name).write_bytes(header)
+            (root / relative).write_bytes(text)
+            units.append((root / relative, root))
+        digest = content_hash(
+            *(name.encode() + b"\0" + header for name, header in headers.items()), fixed["binding_registry.h"]
+        )
+        return cls(tuple(units), digest)
 
 
 def content_hash(*parts: bytes | str) -> str:
@@ -314,22 +354,21 @@ class Builder:
 
     def _build(self, workspace: Workspace) -> CompileResult:
         start = time.monotonic()
-        ws = workspace.path
         sources = workspace.kernel_sources()
         if not sources:
             return _fail(Status.COMPILE_ERROR, "Nothing to compile: write kernels/*.cu or kernels/*.cpp first.", start)
-        headers = sorted(p for p in workspace.writable_files() if p.suffix in (".h", ".cuh"))
-        header_digest = content_hash(
-            *(p.name.encode() + b"\0" + p.read_bytes() for p in headers),
-            (TEMPLATES / "binding_registry.h").read_bytes(),
-        )
-        try:
-            # binding.cpp always wants the header; a kernel file only when it includes torch's headers
-            pch = self.precompiled_header(wait=self.options.wait_for_pch)
-            units = [self._built_unit(p, ws, header_digest, pch) for p in [ws / "binding.cpp", *sources]]
-        except _SetupError as e:
-            return _fail(Status.COMPILE_ERROR, str(e), start)
-        return self.build_units(units, ws, start=start)
+        with tempfile.TemporaryDirectory(prefix="cudagym-build-") as folder:
+            snapshot = BuildSnapshot.take(workspace, Path(folder))
+            try:
+                # binding.cpp always wants the header; a kernel file only when it includes torch's headers
+                pch = self.precompiled_header(wait=self.options.wait_for_pch)
+                units = [
+                    dataclasses.replace(self._built_unit(source, root, snapshot.header_digest, pch), root=root)
+                    for source, root in snapshot.units
+                ]
+            except _SetupError as e:
+                return _fail(Status.COMPILE_ERROR, str(e), start)
+            return self.build_units(units, Path(folder), start=start)
 
     def build_units(
         self,
@@ -369,7 +408,7 @@ class Builder:
         warnings = [
             (u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code == 0 and out.strip() and not u.quiet
         ]
-        replace = {str(ws): "", str(self.cache_dir): "<cache>"}
+        replace = {str(ws): "", str(self.cache_dir): "<cache>", **{str(u.root): "" for u in todo if u.root}}
         diag_parts = [out for _, out in failures] + [
             out for u, out in warnings if u.kind != "cu" or "warning" in out or "error" in out
         ]
@@ -427,6 +466,7 @@ class Builder:
     def _compile_one(self, unit: CompileUnit, ws: Path, also_readonly: Sequence[Path] = ()) -> tuple[int, str]:
         started = time.monotonic()
         final = self.objects_dir / f"{unit.key}.o"
+        ws = unit.root or ws
         with tempfile.TemporaryDirectory(prefix="cudagym-cc-") as tmp:
             out = Path(tmp) / "out.o"
             command = [*unit.command, "-o", str(out)]

@@ -59,7 +59,8 @@ write, then submit. {note}
 ## Workspace
 - fixed (read-only): model.py (Model, get_inputs, get_init_inputs), binding.cpp and binding_registry.h
   (they build the Python module `cuda_extension` from every REGISTER_BINDING), INSTRUCTIONS.md.
-- yours: kernels/<name>.cu|.cuh|.cpp|.h and model_new.py.
+- yours: kernels/<name>.cu|.cuh|.cpp|.h and model_new.py; each .cu/.cpp compiles on its own and may include
+  your .h/.cuh files, not another .cu/.cpp.
 
 ## Workflow
 1. read model.py; 2. write kernels and a binding; 3. write model_new.py; 4. compile; 5. verify

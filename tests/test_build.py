@@ -79,6 +79,65 @@ def test_a_workspace_header_invalidates_the_objects(builder: Builder, tmp_path: 
     assert rebuilt.status is Status.OK and rebuilt.objects_reused == 0 and rebuilt.objects_compiled == 3
 
 
+class RewritingBuilder(Builder):
+    """A builder whose workspace changes after the build's files were read and before its compilers run: what an
+    environment does when its job was answered at the deadline while the stale build goes on."""
+
+    rewrite: tuple[Workspace, str, str] | None = None
+
+    def _compile_all(self, units, ws, readonly=()):  # type: ignore[no-untyped-def]
+        if self.rewrite is not None:
+            workspace, path, content = self.rewrite
+            workspace.write(path, content)
+        return super()._compile_all(units, ws, readonly)
+
+
+def marked_kernel(marker: str) -> str:
+    """The ReLU kernel with a function named ``marker`` (to find in the object it is built into)."""
+    return (Path(RELU.solutions["cpu"]) / KERNEL).read_text() + f'\nextern "C" int {marker}() {{ return 7; }}\n'
+
+
+def test_a_workspace_changed_during_its_build_does_not_reach_the_cache(cache_dir: Path, tmp_path: Path) -> None:
+    builder = RewritingBuilder(resolve_backend("cpu"), cache_dir=cache_dir)
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first, second = f"cudagym_first_{unique()}", f"cudagym_second_{unique()}"
+    workspace = relu_workspace(tmp_path / "a")
+    workspace.write(KERNEL, marked_kernel(first))
+    builder.rewrite = (workspace, KERNEL, marked_kernel(second))
+    stale = builder.build(workspace)
+    assert stale.status is Status.OK and stale.objects_compiled >= 1, stale.diagnostics  # the marked kernel, at least
+    built = Path(stale.artifact).read_bytes()
+    assert first.encode() in built and second.encode() not in built  # built from the files its key was made of
+
+    honest = relu_workspace(tmp_path / "b")  # the first text again, in another episode: served from the cache
+    honest.write(KERNEL, marked_kernel(first))
+    again = Builder(resolve_backend("cpu"), cache_dir=cache_dir).build(honest)
+    assert again.cached and again.artifact == stale.artifact
+
+
+@pytest.mark.parametrize(
+    "included", ["model_new.py", "relu_binding.cpp"], ids=["the agent's python file", "another kernel source"]
+)
+def test_a_kernel_cannot_include_a_workspace_file_its_key_does_not_cover(
+    builder: Builder, tmp_path: Path, included: str
+) -> None:
+    # an object is cached under its own text and the workspace's headers: a source that read model_new.py (a file
+    # C++ and Python can both read) or another source would keep its object when that file changed
+    workspace = relu_workspace(tmp_path)
+    original = (workspace.path / KERNEL).read_text()
+    workspace.write(KERNEL, f'#if 0\n#include "{included}"\n#endif\n{original}// {unique()}\n')
+    assert builder.build(workspace).status is Status.OK  # not read: nothing to find
+    workspace.write(KERNEL, f'#include "{included}"\n{original}// {unique()}\n')
+    result = builder.build(workspace)
+    assert result.status is Status.COMPILE_ERROR and not_found(result), result.diagnostics
+    assert f"kernels/relu.cpp:1:10: fatal error: {included}: No such file or directory" in result.diagnostics
+    assert "cudagym-build-" not in result.diagnostics and "cudagym-build-" not in " ".join(result.commands)
+    workspace.write("kernels/shared.h", f"// included: a header the key covers {unique()}\n")
+    workspace.write(KERNEL, f'#include "shared.h"\n{original}')
+    assert builder.build(workspace).status is Status.OK
+
+
 def test_a_compile_error_names_the_file_and_keeps_no_object(builder: Builder, tmp_path: Path) -> None:
     workspace = relu_workspace(tmp_path)
     workspace.write(KERNEL, (workspace.path / KERNEL).read_text() + "\nint broken( {\n")
@@ -111,30 +170,33 @@ def test_a_fast_linker_that_fails_a_real_link_gives_way_to_the_default_one(
     assert fast_linker(cxx) == ()
 
 
-def _ccache_stats(cache_dir: Path) -> dict[str, int]:
+def _ccache_stats(ccache_dir: Path) -> dict[str, int]:
     import os
     import subprocess
 
-    env = dict(os.environ, CCACHE_DIR=str(cache_dir / "ccache"))
+    env = dict(os.environ, CCACHE_DIR=str(ccache_dir))
     out = subprocess.run(["ccache", "--print-stats"], env=env, capture_output=True, text=True, check=True).stdout
     return {k: int(v) for k, v in (line.split("\t") for line in out.splitlines() if "\t" in line)}
 
 
 def test_compiles_go_through_ccache_which_serves_an_edit_the_object_cache_cannot(
-    builder: Builder, tmp_path: Path
+    builder: Builder, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     if build.ccache_path() is None:
         pytest.skip("ccache is not installed on this machine (.ci/run installs it)")
-    workspace = relu_workspace(tmp_path)
+    ccache_dir = tmp_path / "ccache"  # a ccache of its own: other tests' compiles meanwhile do not count
+    monkeypatch.setenv("CCACHE_DIR", str(ccache_dir))
+    (tmp_path / "ws").mkdir()
+    workspace = relu_workspace(tmp_path / "ws")
     source = (workspace.path / KERNEL).read_text() + f"\nstatic const int cudagym_test_{unique()} = 1;\n"
     workspace.write(KERNEL, source)  # new to both caches
     assert builder.build(workspace).status is Status.OK
-    before = _ccache_stats(builder.cache_dir)
+    before = _ccache_stats(ccache_dir)
     workspace.write(KERNEL, source + "// only a comment: the object cache misses, ccache does not\n")
     assert builder.isolation.sandboxed == SANDBOXED  # ccache serves compiles inside the sandbox too
     edited = builder.build(workspace)
     assert edited.status is Status.OK and edited.objects_compiled == 1
-    after = _ccache_stats(builder.cache_dir)
+    after = _ccache_stats(ccache_dir)
     hits = ("direct_cache_hit", "preprocessed_cache_hit")
     assert sum(after.get(k, 0) for k in hits) == sum(before.get(k, 0) for k in hits) + 1
 
@@ -164,14 +226,15 @@ def test_without_ccache_the_compiler_runs_itself(
 SANDBOXED = isolation_status().works("user")  # the compiler sandbox needs a user namespace (and mounts in it)
 
 
-def attempts(secret: Path, solution: Path, workspace: Path, other_workspace: Path, objects: Path) -> dict[str, str]:
+def attempts(secret: Path, solution: Path, other_workspace: Path, objects: Path) -> dict[str, str]:
     """Lines that make a kernel of ``workspace`` read a file outside the compiler's view, by what they try."""
     hostname = "/etc/hostname"
     return {
         "include a reference solution": f'#include "{solution}"\n',
         "include /etc/hostname": f'static const char host[] = {{\n#include "{hostname}"\n}};\n',
         "include a file beside the workspace": f'#include "{secret}"\n',
-        "include it by a relative path": f'#include "{os.path.relpath(secret, workspace / "kernels")}"\n',
+        # up to the root from any folder the compile runs in (it sees a copy of the workspace's files), then down
+        "include it by a relative path": f'#include "{"../" * 32}{str(secret).lstrip("/")}"\n',
         "include another workspace's kernel": f'#include "{other_workspace / KERNEL}"\n',
         "incbin a reference solution": f'asm(".incbin \\"{solution}\\"");\n',
         "incbin a file beside the workspace": f'asm(".incbin \\"{secret}\\"");\n',
@@ -209,7 +272,7 @@ def test_a_kernel_cannot_make_the_compiler_read_files_outside_its_view(builder: 
     workspace = relu_workspace(tmp_path / "b")
     original = (workspace.path / KERNEL).read_text()
     unsandboxed = Builder(resolve_backend("cpu"), cache_dir=builder.cache_dir, options=BuildOptions(sandbox=False))
-    for name, line in attempts(secret, solution, workspace.path, other.path, objects).items():
+    for name, line in attempts(secret, solution, other.path, objects).items():
         workspace.write(KERNEL, line + original + f"\n// {name} {unique()}\n")
         result = builder.build(workspace)
         assert result.status is Status.COMPILE_ERROR and not_found(result), f"{name}: {result.diagnostics}"
