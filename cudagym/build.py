@@ -263,7 +263,7 @@ class Builder:
         # the key ignores the workspace's path: the same files give the same object in any workspace
         portable = [c.replace(str(workspace), "<ws>") for c in cmd]
         key = content_hash(tc.torch_version, self.backend.name, self.backend.arch, *portable, text, header_digest)
-        return CompileUnit(source, kind, tuple(cmd), key, pch if kind == "binding" else None)
+        return CompileUnit(source, kind, tuple(cmd), key, pch if kind == "binding" else None, root=workspace)
 
     # -- precompiled header ------------------------------------------------------------------------
 
@@ -362,10 +362,7 @@ class Builder:
             try:
                 # binding.cpp always wants the header; a kernel file only when it includes torch's headers
                 pch = self.precompiled_header(wait=self.options.wait_for_pch)
-                units = [
-                    dataclasses.replace(self._built_unit(source, root, snapshot.header_digest, pch), root=root)
-                    for source, root in snapshot.units
-                ]
+                units = [self._built_unit(source, root, snapshot.header_digest, pch) for source, root in snapshot.units]
             except _SetupError as e:
                 return _fail(Status.COMPILE_ERROR, str(e), start)
             return self.build_units(units, Path(folder), start=start)

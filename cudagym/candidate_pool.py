@@ -225,7 +225,7 @@ class CandidatePool:
         Read without the pool's lock (copies of its lists and a reference to its server): the machine pool weighs
         evaluators from its dispatcher, which must never wait behind a candidate's start or a close in progress."""
         server = self._server
-        children = [c for c in [*list(self._running), *list(self._spares)] if c.alive]
+        children = [c for c in (*self._running, *self._spares) if c.alive]
         own = [server.proc.pid] if server is not None and server.alive else []
         return own + [c.proc.pid for c in children]
 

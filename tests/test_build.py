@@ -10,6 +10,7 @@ import subprocess
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,7 @@ import pytest
 from cudagym import build, compiler_jail
 from cudagym.backends import find_toolchain, resolve_backend
 from cudagym.baselines.scripted import solution_files
-from cudagym.build import FAST_LINKERS, LINKER_ENV, Builder, BuildOptions, fast_linker
+from cudagym.build import FAST_LINKERS, LINKER_ENV, Builder, BuildOptions, CompileUnit, fast_linker
 from cudagym.results import CompileResult, Status
 from cudagym.sandbox import isolation_status
 from cudagym.tasks import load
@@ -85,7 +86,9 @@ class RewritingBuilder(Builder):
 
     rewrite: tuple[Workspace, str, str] | None = None
 
-    def _compile_all(self, units, ws, readonly=()):  # type: ignore[no-untyped-def]
+    def _compile_all(
+        self, units: Sequence[CompileUnit], ws: Path, readonly: Sequence[Path] = ()
+    ) -> list[tuple[int, str]]:
         if self.rewrite is not None:
             workspace, path, content = self.rewrite
             workspace.write(path, content)
