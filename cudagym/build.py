@@ -377,8 +377,10 @@ class Builder:
         link_extra: Sequence[str] = (),
         readonly: Sequence[Path] = (),
     ) -> CompileResult:
-        """Compiles the units whose objects are not cached (in ``ws``, which the compiler sees with ``readonly``) and
-        links ``name`` with ``link_extra``; a build of the same objects and flags is served from the cache."""
+        """Compiles the units whose objects are not cached (in ``ws``, which the compiler sees with the folders of
+        ``readonly``) and links ``name`` with ``link_extra``; a build of the same objects and flags is served from the
+        cache. Diagnostics and commands name the files of ``ws``, of the units' own folders and of ``readonly``
+        relative to their folder."""
         link_flags = self._link_flags(link_extra)
         build_key = content_hash(*(u.key for u in units), *link_flags, name)
         artifact = self.builds_dir / build_key[:32] / f"{name}.so"
@@ -406,6 +408,7 @@ class Builder:
             (u, out) for u, (code, out) in zip(todo, outputs, strict=False) if code == 0 and out.strip() and not u.quiet
         ]
         replace = {str(ws): "", str(self.cache_dir): "<cache>", **{str(u.root): "" for u in todo if u.root}}
+        replace.update({str(folder): "" for folder in readonly})
         diag_parts = [out for _, out in failures] + [
             out for u, out in warnings if u.kind != "cu" or "warning" in out or "error" in out
         ]

@@ -2,7 +2,9 @@
 
 The build cache (``cudagym.build``) keeps three kinds of entries under its folder, each named by a content hash:
 ``builds/<key>/`` (a linked ``cuda_extension``), ``objects/<key>.o`` (with ``<key>.log`` beside it on cuda) and
-``pch/<key>/`` (a precompiled header of the torch binding headers, about half a gigabyte). An entry's last use is its
+``pch/<key>/`` (a precompiled header of the torch binding headers, about half a gigabyte), and the small folders
+single-file builds compile from: ``inline/<key>/`` (a request's sources) and ``workspace-headers/<key>/`` (a copy of a
+workspace's headers, ``cudagym.workspace_headers``). An entry's last use is its
 modification time: the builder touches every entry it serves from the cache, so an old time means an entry nobody
 asked for since. :func:`sweep` removes
 
@@ -70,7 +72,8 @@ class CacheLimits:
 
 @dataclasses.dataclass(frozen=True)
 class Entry:
-    """One cache entry: its files, their size, its kind (``build``, ``object`` or ``header``) and its last use."""
+    """One cache entry: its files, their size, its kind (``build``, ``object``, ``header`` or ``sources``) and its
+    last use."""
 
     paths: tuple[Path, ...]
     kind: str
@@ -123,11 +126,13 @@ def _objects(parent: Path) -> Iterator[Entry]:
 
 
 def entries(cache_dir: Path) -> list[Entry]:
-    """The cache's builds, objects and precompiled headers, least recently used first."""
+    """The cache's builds, objects, precompiled headers and single-file builds' sources, least recently used first."""
     found = [
         *_folders(cache_dir / "builds", "build"),
         *_objects(cache_dir / "objects"),
         *_folders(cache_dir / "pch", "header"),
+        *_folders(cache_dir / "inline", "sources"),
+        *_folders(cache_dir / "workspace-headers", "sources"),
     ]
     return sorted(found, key=lambda e: e.last_use)
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from cudagym import light_headers, split_errors
 from cudagym.build import Builder, compiler_identity, content_hash
 from cudagym.light_headers import HeavyOnly
-from cudagym.workspace import Workspace
+from cudagym.workspace_headers import WorkspaceHeaders
 
 logger = logging.getLogger(__name__)
 
@@ -53,13 +53,13 @@ class HeaderReads:
         self.builder = builder
 
     def heavy_only(
-        self, command: Sequence[str], probe: light_headers.Probe, workspace: Workspace, header_digest: str
+        self, command: Sequence[str], probe: light_headers.Probe, view: WorkspaceHeaders
     ) -> HeavyOnly | None:
         """What the heavy torch headers add to ``probe``'s light ones for a unit's ``command`` (the module's name
         aside): read once per toolchain, flags and probe from the preprocessor's output of ``probe``
         (``light_headers.heavy_only``), then kept under ``<cache>/light``; None where the preprocessor failed (the
         file then compiles as written)."""
-        flags, key = self._key(command, workspace, header_digest, probe.text)
+        flags, key = self._key(command, view, probe.text)
         known = (str(self.builder.cache_dir), key)  # as stored in that cache (whose headers it was read from)
         if known in _HEAVY_ONLY:
             return _HEAVY_ONLY[known]
@@ -71,26 +71,22 @@ class HeaderReads:
                 macros=frozenset(data["macros"]), names=frozenset(data["names"]), python_kept=data["python_kept"]
             )
         except (OSError, ValueError, KeyError, TypeError):
-            additions = self._read_heavy_only(flags, probe, workspace)
+            additions = self._read_heavy_only(flags, probe, view)
             if additions is not None:
                 fields = {"macros": sorted(additions.macros), "names": sorted(additions.names)}
                 write_once(stored, json.dumps({**fields, "python_kept": additions.python_kept}), replace=True)
         _HEAVY_ONLY[known] = additions
         return additions
 
-    def side_by_side(
-        self, asks: Sequence[tuple[Sequence[str], light_headers.Probe]], workspace: Workspace, header_digest: str
-    ) -> None:
+    def side_by_side(self, asks: Sequence[tuple[Sequence[str], light_headers.Probe]], view: WorkspaceHeaders) -> None:
         """Reads the guards of ``asks`` (a unit's command, its probe) side by side, where there are several: on a
         new cache each is a preprocessor run, all before the first compile."""
         if len(asks) < 2:
             return  # a single one is read where it is asked for
         with ThreadPoolExecutor(len(asks), thread_name_prefix="cudagym-guard") as pool:
-            list(pool.map(lambda ask: self.heavy_only(*ask, workspace, header_digest), asks))
+            list(pool.map(lambda ask: self.heavy_only(*ask, view), asks))
 
-    def torch_words(
-        self, command: Sequence[str], source: str, workspace: Workspace, header_digest: str
-    ) -> frozenset[str] | None:
+    def torch_words(self, command: Sequence[str], source: str, view: WorkspaceHeaders) -> frozenset[str] | None:
         """The words of the torch headers ``source`` includes and its device unit (compiled by ``command``) leaves
         out, as nvcc's device pass reads its directives with the unit's flags (``split_errors.torch_words``): read
         once per toolchain, flags and directives, then kept under ``<cache>/split/words``; None where they could not
@@ -98,7 +94,7 @@ class HeaderReads:
         includes = split_errors.directives(source)
         if not includes:
             return frozenset()
-        flags, key = self._key(command, workspace, header_digest, includes)
+        flags, key = self._key(command, view, includes)
         known = (str(self.builder.cache_dir), key)
         with _TORCH_WORDS_LOCK:
             if known in _TORCH_WORDS:
@@ -112,7 +108,7 @@ class HeaderReads:
             os.utime(stored)
         except (OSError, ValueError, TypeError):
             started = time.monotonic()
-            preprocessed = self._preprocess(flags, includes, "probe.cu", workspace)
+            preprocessed = self._preprocess(flags, includes, "probe.cu", view)
             if preprocessed is not None:
                 words = split_errors.torch_words(preprocessed)
                 write_once(stored, json.dumps(sorted(words)), replace=True)
@@ -124,10 +120,12 @@ class HeaderReads:
                 del _TORCH_WORDS[next(iter(_TORCH_WORDS))]
         return words
 
-    def _read_heavy_only(self, flags: list[str], probe: light_headers.Probe, workspace: Workspace) -> HeavyOnly | None:
+    def _read_heavy_only(
+        self, flags: list[str], probe: light_headers.Probe, view: WorkspaceHeaders
+    ) -> HeavyOnly | None:
         started = time.monotonic()
         name = light_headers.PROBE_NAME if is_nvcc(flags[0]) else "heavy_probe.cpp"
-        preprocessed = self._preprocess(flags, probe.text, name, workspace)
+        preprocessed = self._preprocess(flags, probe.text, name, view)
         if preprocessed is None:
             return None
         try:
@@ -143,18 +141,16 @@ class HeaderReads:
         )
         return additions
 
-    def _key(
-        self, command: Sequence[str], workspace: Workspace, header_digest: str, *extra: str
-    ) -> tuple[list[str], str]:
+    def _key(self, command: Sequence[str], view: WorkspaceHeaders, *extra: str) -> tuple[list[str], str]:
         """(a unit's ``command`` without its source and the module's name, the key of what the preprocessor reads
         with it: the toolchain, the portable flags, the workspace's headers and ``extra``)."""
         flags = [c for c in command[:-2] if not c.startswith("-DTORCH_EXTENSION_NAME=")]
-        portable = [c.replace(str(workspace.path), "<ws>") for c in flags]
+        portable = [view.portable(c) for c in flags]
         toolchain = self.builder.toolchain
-        key = content_hash(compiler_identity(flags[0]), toolchain.torch_version, *portable, header_digest, *extra)
+        key = content_hash(compiler_identity(flags[0]), toolchain.torch_version, *portable, view.digest, *extra)
         return flags, key[:32]
 
-    def _preprocess(self, flags: list[str], text: str, name: str, workspace: Workspace) -> str | None:
+    def _preprocess(self, flags: list[str], text: str, name: str, view: WorkspaceHeaders) -> str | None:
         """The preprocessor's output (macro definitions kept) of ``text`` as the file ``name`` compiled with
         ``flags`` (for nvcc, its device pass), run in the compiler sandbox; None where it failed."""
         with tempfile.TemporaryDirectory(prefix="cudagym-preprocess-") as tmp:
@@ -163,7 +159,7 @@ class HeaderReads:
             probe.write_text(text)
             keep_macros = ["-Xcompiler", "-dD"] if is_nvcc(flags[0]) else ["-dD"]
             command = [*flags, *keep_macros, "-E", str(probe), "-o", str(out)]
-            code, output = self.builder._run(command, scratch, scratch, readonly=[workspace.path])
+            code, output = self.builder._run(command, scratch, scratch, readonly=[view.root])
             if code != 0 or not out.exists():
                 logger.warning("torch's headers could not be preprocessed: %s", output[-2000:])
                 return None

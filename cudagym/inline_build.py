@@ -46,7 +46,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from cudagym import kernel_split, light_headers, split_errors
+from cudagym import cache_bound, kernel_split, light_headers, split_errors
 from cudagym.build import KILLED_AFTER, Builder, CompileUnit, content_hash, nvcc_command
 from cudagym.errors import CudaGymError
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
@@ -54,6 +54,7 @@ from cudagym.header_reads import HeaderReads, write_once
 from cudagym.results import CompileResult, Stage, Status
 from cudagym.text import clean
 from cudagym.workspace import Workspace
+from cudagym.workspace_headers import OutsideWorkspace, WorkspaceHeaders
 
 logger = logging.getLogger(__name__)
 
@@ -241,16 +242,16 @@ class InlineBuilder:
             sources = inline_sources(request)
             if any(Path(name).suffix == ".cu" for name, _ in sources.files) and not self.builder.backend.is_cuda:
                 raise RequestError("CUDA sources need the cuda backend; on the cpu backend pass cpp_sources only")
-            includes = self._include_flags(sources, workspace)
+            view = WorkspaceHeaders.take(workspace, self.builder.cache_dir)
+            includes = self._include_flags(sources, view)
         except RequestError as exc:
             message = f"{_call(request)}: {exc}"
             return key, CompileResult(
                 stage=Stage.COMPILE, status=Status.COMPILE_ERROR, message=message, diagnostics=message
             )
         folder = self._write_sources(sources)
-        digest = _workspace_headers(workspace)
-        units = [self._unit(folder / name, folder, workspace, sources, includes, digest) for name, _ in sources.files]
-        self._read_guards(units, sources, includes, workspace, digest)
+        units = [self._unit(folder / name, folder, view, sources, includes) for name, _ in sources.files]
+        self._read_guards(units, sources, includes, view)
         # each file's ways to compile, the fastest first; a way whose units fail gives way to the next, the file as
         # written last (its result, errors included, is the one the agent sees). The C++ files' come first: a split
         # with template kernels compiles their first ways' units beside its host unit, before the build
@@ -259,21 +260,21 @@ class InlineBuilder:
         opening: dict[int, _Way] = {}
         for i in order:
             beside = [u for way in opening.values() for u in way.units]
-            split = self._split_way(units[i], folder, workspace, sources, includes, digest, beside=beside)
-            ladders[i] = self._ways(units[i], split, folder, workspace, digest)
+            split = self._split_way(units[i], folder, view, sources, includes, beside=beside)
+            ladders[i] = self._ways(units[i], split, folder, view)
             opening[i] = next(ladders[i])
         ways = [opening[i] for i in range(len(units))]
         while True:
             chosen = [unit for way in ways for unit in way.units]
             result = self.builder.build_units(
-                chosen, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[workspace.path]
+                chosen, folder, start=start, name=sources.name, link_extra=sources.ldflags, readonly=[view.root]
             )
             # a compile the timeout ended says nothing of the source (and a slower way would take longer still): that
             # result stands, and the next build tries the same ways again
             if result.status is not Status.COMPILE_ERROR or KILLED_AFTER in result.diagnostics:
                 break
             failed = [i for i, way in enumerate(ways) if way.marker is not None and not self._compiled(way)]
-            own = self._split_errors(ways[failed[0]], result, workspace, digest) if len(failed) == 1 else None
+            own = self._split_errors(ways[failed[0]], result, view) if len(failed) == 1 else None
             if own is not None:
                 result = own  # the whole file would say the same, only later
                 break
@@ -307,18 +308,16 @@ class InlineBuilder:
         ``cudagym prepare`` makes for the requests of :func:`typical_requests`. Returns the headers that are ready."""
         sources = inline_sources(request)
         folder = self._write_sources(sources)
-        digest = _workspace_headers(workspace)
+        view = WorkspaceHeaders.take(workspace, self.builder.cache_dir)
         headers = []
         for name, _ in sources.files:
-            unit = self._unit(folder / name, folder, workspace, sources, [], digest)
-            split = self._split_way(unit, folder, workspace, sources, [], digest)
-            first = next(self._ways(unit, split, folder, workspace, digest))  # the way a build would try first
+            unit = self._unit(folder / name, folder, view, sources, [])
+            split = self._split_way(unit, folder, view, sources, [])
+            first = next(self._ways(unit, split, folder, view))  # the way a build would try first
             headers += [u.pch for u in first.units if u.pch is not None]
         return headers
 
-    def _split_errors(
-        self, way: _Way, result: CompileResult, workspace: Workspace, header_digest: str
-    ) -> CompileResult | None:
+    def _split_errors(self, way: _Way, result: CompileResult, view: WorkspaceHeaders) -> CompileResult | None:
         """``result`` told in the file's own name where ``way`` is a split whose host unit compiled and whose device
         unit failed with errors the file as written has too (``cudagym.split_errors``); else None (the file is
         compiled the next way)."""
@@ -343,48 +342,44 @@ class InlineBuilder:
             device=device_text,
             host=host_text,
             source=source_text,
-            torch_names=lambda: self.reads.torch_words(device.command, source_text, workspace, header_digest),
+            torch_names=lambda: self.reads.torch_words(device.command, source_text, view),
         )
         return None if diagnostics is None else dataclasses.replace(result, diagnostics=diagnostics)
 
     def _compiled(self, way: _Way) -> bool:
         return all((self.builder.objects_dir / f"{unit.key}.o").exists() for unit in way.units)
 
-    def _ways(
-        self, unit: CompileUnit, split: _Way | None, folder: Path, workspace: Workspace, header_digest: str
-    ) -> Iterator[_Way]:
+    def _ways(self, unit: CompileUnit, split: _Way | None, folder: Path, view: WorkspaceHeaders) -> Iterator[_Way]:
         """How ``unit``'s file can be compiled, fastest first, each looked at only when the one before failed: ``split``
         in two (``cudagym.kernel_split``), against the light headers (``cudagym.light_headers``), as written (a
         binding file against the precompiled ``torch/extension.h``, whose build starts only if this way is reached)."""
         if split is not None:
             yield split
-        if (light := self._light_way(unit, workspace, header_digest)) is not None:
+        if (light := self._light_way(unit, view)) is not None:
             yield light
         if unit.kind == "binding":
             text = unit.source.read_text(encoding="utf-8", errors="surrogatepass")
             source = unit.source
 
             def key(command: Sequence[str]) -> str:
-                return self._keyed(source, "binding", list(command), folder, workspace, header_digest).key
+                return self._keyed(source, "binding", list(command), folder, view).key
 
             unit = self._against_header(unit, EXTENSION_HEADER, text, key)
         yield _Way("as written", (unit,), None)
 
-    def _include_flags(self, sources: InlineSources, workspace: Workspace) -> list[str]:
-        """``-I`` flags of the request's include paths, each of which must lie inside the workspace."""
-        root = workspace.path.resolve()
-        flags = []
-        for path in sources.include_paths:
-            resolved = (root / path).resolve()
-            if not resolved.is_relative_to(root):
-                raise RequestError(f"extra_include_paths: {path!r} lies outside the workspace")
-            flags.append(f"-I{resolved}")
-        return flags
+    def _include_flags(self, sources: InlineSources, view: WorkspaceHeaders) -> list[str]:
+        """``-I`` flags of the request's include paths, each of which must lie inside the workspace: the same places
+        in ``view``, the copy of the workspace's headers its compiles see."""
+        try:
+            return [view.include_flag(path) for path in sources.include_paths]
+        except OutsideWorkspace as exc:
+            raise RequestError(f"extra_include_paths: {exc}") from None
 
     def _write_sources(self, sources: InlineSources) -> Path:
         """The request's files in a folder named by their content, written once by this process."""
         folder = self.sources_dir / content_hash(*(f"{n}\0{t}" for n, t in sources.files))[:24]
         if folder.is_dir():
+            cache_bound.touch(folder)  # in use: not swept
             return folder
         self.sources_dir.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.sources_dir))
@@ -400,10 +395,9 @@ class InlineBuilder:
         self,
         source: Path,
         folder: Path,
-        workspace: Workspace,
+        view: WorkspaceHeaders,
         sources: InlineSources,
         includes: list[str],
-        header_digest: str,
     ) -> CompileUnit:
         """The compile of one file with torch's JIT flags (the workspace's headers are part of its key)."""
         builder, toolchain = self.builder, self.builder.toolchain
@@ -413,10 +407,10 @@ class InlineBuilder:
             std = [] if any(f.startswith("-std=") for f in sources.cuda_cflags) else ["-std=c++20"]
             flags = [*common, *TORCH_NVCC_FLAGS, *sources.cuda_cflags, *std]
             command = nvcc_command(str(toolchain.nvcc), arch, flags, source)
-            return self._keyed(source, "cu", command, folder, workspace, header_digest)
+            return self._keyed(source, "cu", command, folder, view)
         flags = [*common, "-fPIC", "-std=c++20", *sources.cflags]
         command = [toolchain.cxx, *flags, "-fdiagnostics-color=never", "-c", str(source)]
-        return self._keyed(source, "binding", command, folder, workspace, header_digest)
+        return self._keyed(source, "binding", command, folder, view)
 
     def _against_header(
         self, unit: CompileUnit, header: str, text: str, key: Callable[[Sequence[str]], str]
@@ -454,10 +448,9 @@ class InlineBuilder:
         self,
         unit: CompileUnit,
         folder: Path,
-        workspace: Workspace,
+        view: WorkspaceHeaders,
         sources: InlineSources,
         includes: list[str],
-        header_digest: str,
         beside: Sequence[CompileUnit] = (),
     ) -> _Way | None:
         """``unit``'s CUDA file as a device unit (``split/<name>``, nvcc, the file's command) and a host unit
@@ -483,11 +476,11 @@ class InlineBuilder:
             return None
         device_path = unit.source.parent / "split" / unit.source.name
         host_path, host_command = self._host_command(unit, sources, includes)
-        host_text = self._lighter_host(parts.host, host_command, workspace, header_digest)
+        host_text = self._lighter_host(parts.host, host_command, view)
         write_once(host_path, host_text, replace=True)
         flags = self._host_flags(sources, includes)
         base = [self.builder.toolchain.cxx, *flags, "-fdiagnostics-color=never"]
-        host = self._keyed(host_path, "cxx", host_command, folder, workspace, header_digest)
+        host = self._keyed(host_path, "cxx", host_command, folder, view)
         prefix = kernel_split.leading_includes(host_text)
         header_flags = [f for f in flags if not f.startswith("-DTORCH_EXTENSION_NAME=")]
         # a header built where the workspace is not visible (the compiler sandbox shows it none) must not depend on
@@ -502,9 +495,7 @@ class InlineBuilder:
             pch = self.builder.precompiled_header(header, header_flags, wait=self.builder.options.wait_for_pch)
             if pch is not None:
                 command = [*base, "-include", str(pch), "-Winvalid-pch", "-c", str(host_path)]
-                host = dataclasses.replace(
-                    self._keyed(host_path, "cxx", command, folder, workspace, header_digest), pch=pch
-                )
+                host = dataclasses.replace(self._keyed(host_path, "cxx", command, folder, view), pch=pch)
         host = dataclasses.replace(host, quiet=True)
         first: tuple[CompileUnit, ...] = ()
         ending: kernel_split.Instances | None = kernel_split.Instances()
@@ -513,7 +504,7 @@ class InlineBuilder:
             objects = self.builder.objects_dir
             todo = [u for u in (host, *(u for u in beside if u.kind != "cu")) if not (objects / f"{u.key}.o").exists()]
             if todo:
-                outputs = self.builder._compile_all(todo, folder, [workspace.path])
+                outputs = self.builder._compile_all(todo, folder, [view.root])
                 first = tuple(u for u, (code, _) in zip(todo, outputs, strict=True) if code == 0)
                 if any(u is host and KILLED_AFTER in out for u, (_, out) in zip(todo, outputs, strict=True)):
                     return None  # the timeout ended it: that says nothing of the split, which the next build tries
@@ -524,9 +515,7 @@ class InlineBuilder:
         write_once(device_path, parts.device + ending.text, replace=True)
         # the light headers of torch's scalar types its instances name, included before its first line
         headers = [flag for header in ending.headers for flag in ("-include", header)]
-        device = self._keyed(
-            device_path, "cu", [*unit.command[:-1], *headers, str(device_path)], folder, workspace, header_digest
-        )
+        device = self._keyed(device_path, "cu", [*unit.command[:-1], *headers, str(device_path)], folder, view)
         return _Way(SPLIT, (dataclasses.replace(device, quiet=True), host), marker, compiled_first=first)
 
     def _host_command(self, unit: CompileUnit, sources: InlineSources, includes: list[str]) -> tuple[Path, list[str]]:
@@ -541,28 +530,27 @@ class InlineBuilder:
         """The C++ compiler's flags for a request's split host units (those nvcc would give their host code)."""
         return [*self._common_flags(sources, includes), "-fPIC", *host_flags(sources.cuda_cflags)]
 
-    def _lighter_host(self, host: str, command: Sequence[str], workspace: Workspace, header_digest: str) -> str:
+    def _lighter_host(self, host: str, command: Sequence[str], view: WorkspaceHeaders) -> str:
         """A split file's host code, with ``torch/types.h`` in place of the heavy torch headers where the guard
         finds that this cannot change what it means for the host unit's ``command`` (``cudagym.light_headers``);
         else as the split made it."""
         if not self.builder.options.light_headers or (light := light_headers.lighter(host)) is None:
             return host
         why = "a host unit keeps torch's heavy headers"
-        return light if self._guard_allows(host, command, light_headers.PROBE, workspace, header_digest, why) else host
+        return light if self._guard_allows(host, command, light_headers.PROBE, view, why) else host
 
     def _guard_allows(
         self,
         text: str,
         command: Sequence[str],
         probe: light_headers.Probe,
-        workspace: Workspace,
-        header_digest: str,
+        view: WorkspaceHeaders,
         refusal: str,
     ) -> bool:
         """Whether ``probe``'s light headers cannot change what ``text`` means, compiled by ``command``
         (``HeavyOnly.blocks``); a refusal is logged as ``refusal``, with its reason. False where the guard could not
         be read."""
-        additions = self.reads.heavy_only(command, probe, workspace, header_digest)
+        additions = self.reads.heavy_only(command, probe, view)
         if additions is None:
             return False
         if reason := additions.blocks(text):
@@ -591,7 +579,7 @@ class InlineBuilder:
             logger.info("%s compiles whole: %s", host.source.name, exc)
         return None
 
-    def _light_way(self, unit: CompileUnit, workspace: Workspace, header_digest: str) -> _Way | None:
+    def _light_way(self, unit: CompileUnit, view: WorkspaceHeaders) -> _Way | None:
         """The compile of ``unit``'s file against lighter headers than torch's heavy ones (``cudagym.light_headers``):
         a CUDA file against ``torch/types.h``, a binding file (``main.cpp``) against pybind11's and torch's
         bindings' headers beside it (and their precompiled header, once built); its copy ``light/<name>`` beside it,
@@ -608,7 +596,7 @@ class InlineBuilder:
         path = unit.source.parent / "light" / unit.source.name
 
         def key(command: Sequence[str]) -> str:  # of the copy's text, which is not written yet
-            return self._key(command, unit.source.parent, workspace, header_digest, light_text.encode())
+            return self._key(command, unit.source.parent, view, light_text.encode())
 
         command = [*unit.command[:-1], str(path)]
         light = CompileUnit(path, unit.kind, tuple(command), key(command))
@@ -618,7 +606,7 @@ class InlineBuilder:
                 return None
             probe = light_headers.BINDING_PROBE if binding else light_headers.PROBE
             why = f"{unit.source.name} compiles as written"
-            if not self._guard_allows(text, unit.command, probe, workspace, header_digest, why):
+            if not self._guard_allows(text, unit.command, probe, view, why):
                 return None
         write_once(path, light_text)
         marker = self._heavy_marker(light)  # of the copy, whether its compile has the precompiled header or not
@@ -639,8 +627,7 @@ class InlineBuilder:
         units: Sequence[CompileUnit],
         sources: InlineSources,
         includes: list[str],
-        workspace: Workspace,
-        header_digest: str,
+        view: WorkspaceHeaders,
     ) -> None:
         """Reads side by side the guards that ``units``' first ways will ask for (``HeaderReads.heavy_only``: a
         binding file's, a split file's host unit's), each a preprocessor run of torch's headers, where no object of
@@ -661,26 +648,20 @@ class InlineBuilder:
                 and light_headers.lighter(text) is not None
             ):
                 asks.append((self._host_command(unit, sources, includes)[1], light_headers.PROBE))
-        self.reads.side_by_side(asks, workspace, header_digest)
+        self.reads.side_by_side(asks, view)
 
-    def _keyed(
-        self, source: Path, kind: str, command: list[str], folder: Path, workspace: Workspace, header_digest: str
-    ) -> CompileUnit:
+    def _keyed(self, source: Path, kind: str, command: list[str], folder: Path, view: WorkspaceHeaders) -> CompileUnit:
         """The unit of ``command``, keyed by its toolchain, backend, portable command, source and the workspace's
         headers (the same files give the same object wherever they lie)."""
-        return CompileUnit(
-            source, kind, tuple(command), self._key(command, folder, workspace, header_digest, source.read_bytes())
-        )
+        return CompileUnit(source, kind, tuple(command), self._key(command, folder, view, source.read_bytes()))
 
-    def _key(
-        self, command: Sequence[str], folder: Path, workspace: Workspace, header_digest: str, content: bytes
-    ) -> str:
+    def _key(self, command: Sequence[str], folder: Path, view: WorkspaceHeaders, content: bytes) -> str:
         """The key of a compile: ``command`` with the request's ``folder`` and the workspace's path left out, the
         toolchain, the backend, the source's ``content`` and the workspace's headers."""
         backend, toolchain = self.builder.backend, self.builder.toolchain
-        portable = [c.replace(str(folder), "<src>").replace(str(workspace.path), "<ws>") for c in command]
+        portable = [view.portable(c.replace(str(folder), "<src>")) for c in command]
         key = content_hash(toolchain.torch_version, backend.name, backend.arch, *portable, content)
-        return content_hash(key, header_digest)
+        return content_hash(key, view.digest)
 
 
 # a single file in the shape of KernelBench's prompt example: its CUDA source begins with these includes, its wrapper is
@@ -727,12 +708,6 @@ def typical_requests(cuda: bool) -> list[dict[str, Any]]:
         {**base, "cpp_sources": [declaration], "cuda_sources": [_TYPICAL_CUDA], "extra_cuda_cflags": flags}
         for flags in ([], ["-O3"])
     ]
-
-
-def _workspace_headers(workspace: Workspace) -> str:
-    """A digest of the workspace's headers (a ``load``ed file or an include path may include them)."""
-    headers = sorted(p for p in workspace.writable_files() if p.suffix in (".h", ".cuh", ".hpp"))
-    return content_hash(*(p.name.encode() + b"\0" + p.read_bytes() for p in headers))
 
 
 def _call(request: Any) -> str:

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gc
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from cudagym.backends import Backend
+from cudagym.backends import Backend, Toolchain, find_toolchain
 from cudagym.baselines import tool_call
+from cudagym.build import Builder, BuildOptions, CompileUnit
 from cudagym.envs import CudaKernelEnv
 from cudagym.results import CompileResult, Status
 from cudagym.tasks import Task, TaskMetadata, load
@@ -149,23 +151,48 @@ def resource_warnings_as_errors(settle_s: float = 5.0) -> Iterator[None]:
     assert not caught, f"{len(caught)} ResourceWarning(s): {caught}"
 
 
-# -- single-file builds against stand-in torch headers (tests/test_light_headers.py, tests/test_kernel_split.py) -----
+# -- builds against stand-in torch headers (tests/test_light_headers.py, test_kernel_split.py, test_header_reads.py) -
 
 NVCC_ONLY = Backend(name="cuda", device="cuda", device_name="nvcc only", arch="sm_90")  # compiles; no GPU needed
 
 
-def stand_in_workspace(root: Path, types_h: str, extension_h: str, title: str) -> Workspace:
-    """A workspace whose ``fake/torch/types.h`` and ``fake/torch/extension.h`` stand in for torch's (small headers
-    that compile in a fraction of a second) for requests made by :func:`stand_in_request`."""
-    space = Workspace(load("builtin").get(RELU).source_for("cuda"), title, root_dir=root)
-    (space.path / "fake" / "torch").mkdir(parents=True)
-    (space.path / "fake" / "torch" / "types.h").write_text(types_h)
-    (space.path / "fake" / "torch" / "extension.h").write_text(extension_h)
-    return space
+@dataclasses.dataclass(frozen=True)
+class StandInToolchain(Toolchain):
+    """A toolchain whose torch headers are the stand-ins in ``stand_in`` (a folder outside every workspace): the
+    compiles see ``-isystem <stand_in>`` where they would see torch's include folders, and the compiler sandbox shows
+    that folder in their place (``cudagym.compiler_sandbox``); its compilers, torch's libraries (the links) and
+    torch's version are the real toolchain's."""
+
+    stand_in: Path
+
+    @property
+    def torch_includes(self) -> tuple[str, ...]:
+        return (str(self.stand_in),)
+
+
+def stand_in_headers(root: Path, types_h: str, extension_h: str, **more: str) -> Path:
+    """The folder ``<root>/stand-in`` holding ``torch/types.h`` and ``torch/extension.h`` of the texts ``types_h`` and
+    ``extension_h``, small headers that compile in a fraction of a second in place of torch's, and the headers of
+    ``more`` (their path inside the folder: their text); the torch include folder of :class:`StandInToolchain`."""
+    folder = root / "stand-in"
+    for name, text in {"torch/types.h": types_h, "torch/extension.h": extension_h, **more}.items():
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+        (folder / name).write_text(text)
+    return folder
+
+
+def stand_in_builder(cache_dir: Path, stand_in: Path, options: BuildOptions) -> Builder:
+    """A builder for :data:`NVCC_ONLY` whose compiles see the stand-in torch headers of the folder ``stand_in``
+    (:func:`stand_in_headers`) in place of torch's."""
+    real = find_toolchain()
+    fields = {field.name: getattr(real, field.name) for field in dataclasses.fields(real)}
+    toolchain = StandInToolchain(**fields, stand_in=stand_in)
+    return Builder(NVCC_ONLY, cache_dir=cache_dir, options=options, toolchain=toolchain)
 
 
 def stand_in_request(cuda: str, name: str) -> dict[str, Any]:
-    """A load_inline request of the CUDA source ``cuda`` alone, which sees the stand-in torch headers."""
+    """A load_inline request of the CUDA source ``cuda`` alone, without include paths: built by a
+    :func:`stand_in_builder`, it sees the stand-in torch headers."""
     return {
         "loader": "load_inline",
         "name": name,
@@ -177,7 +204,7 @@ def stand_in_request(cuda: str, name: str) -> dict[str, Any]:
         "extra_cflags": [],
         "extra_cuda_cflags": ["-O3"],
         "extra_ldflags": [],
-        "extra_include_paths": ["fake"],
+        "extra_include_paths": [],
         "with_cuda": True,
     }
 
@@ -185,3 +212,19 @@ def stand_in_request(cuda: str, name: str) -> dict[str, Any]:
 def compiled(result: CompileResult) -> bool:
     """Compiled (the link of a CUDA extension fails where torch has no CUDA libraries: a compile is what counts)."""
     return result.status is Status.OK or result.message == "Linking failed."
+
+
+class RewritingBuilder(Builder):
+    """A builder whose workspace changes after a build's files were read and before its compilers run: what an
+    environment does when its job was answered at the deadline while the stale build goes on (``rewrite``: the
+    workspace, a file's path in it, its new text)."""
+
+    rewrite: tuple[Workspace, str, str] | None = None
+
+    def _compile_all(
+        self, units: Sequence[CompileUnit], ws: Path, readonly: Sequence[Path] = ()
+    ) -> list[tuple[int, str]]:
+        if self.rewrite is not None:
+            workspace, path, content = self.rewrite
+            workspace.write(path, content)
+        return super()._compile_all(units, ws, readonly)

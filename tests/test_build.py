@@ -10,15 +10,15 @@ import subprocess
 import threading
 import time
 import uuid
-from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from cudagym_testing import RewritingBuilder
 
 from cudagym import build, compiler_jail
 from cudagym.backends import find_toolchain, resolve_backend
 from cudagym.baselines.scripted import solution_files
-from cudagym.build import FAST_LINKERS, LINKER_ENV, Builder, BuildOptions, CompileUnit, fast_linker
+from cudagym.build import FAST_LINKERS, LINKER_ENV, Builder, BuildOptions, fast_linker
 from cudagym.results import CompileResult, Status
 from cudagym.sandbox import isolation_status
 from cudagym.tasks import load
@@ -78,21 +78,6 @@ def test_a_workspace_header_invalidates_the_objects(builder: Builder, tmp_path: 
     workspace.write("kernels/tuning.h", f"#define CUDAGYM_TEST_TUNING_{unique()} 1\n")
     rebuilt = builder.build(workspace)
     assert rebuilt.status is Status.OK and rebuilt.objects_reused == 0 and rebuilt.objects_compiled == 3
-
-
-class RewritingBuilder(Builder):
-    """A builder whose workspace changes after the build's files were read and before its compilers run: what an
-    environment does when its job was answered at the deadline while the stale build goes on."""
-
-    rewrite: tuple[Workspace, str, str] | None = None
-
-    def _compile_all(
-        self, units: Sequence[CompileUnit], ws: Path, readonly: Sequence[Path] = ()
-    ) -> list[tuple[int, str]]:
-        if self.rewrite is not None:
-            workspace, path, content = self.rewrite
-            workspace.write(path, content)
-        return super()._compile_all(units, ws, readonly)
 
 
 def marked_kernel(marker: str) -> str:

@@ -66,6 +66,16 @@ def test_sweep_removes_stale_headers_and_the_least_recently_used_entries(tmp_pat
     assert not old_object.exists() and not log.exists() and not old_build.exists()
 
 
+def test_sweep_removes_single_file_builds_sources_least_recently_used_first(tmp_path: Path) -> None:
+    now = time.time()
+    old_sources = _entry(tmp_path / "inline" / "s-old", 300, 3 * DAY, now)
+    old_headers = _entry(tmp_path / "workspace-headers" / "w-old", 300, 2 * DAY, now)
+    recent = [_entry(tmp_path / folder / "new", 300, DAY, now) for folder in ("inline", "workspace-headers")]
+    removed = cache_bound.sweep(tmp_path, CacheLimits(max_bytes=700, in_use_seconds=600), now=now)
+    assert [(e.paths, e.kind) for e in removed] == [((old_sources,), "sources"), ((old_headers,), "sources")]
+    assert all(folder.exists() for folder in recent)
+
+
 def test_sweep_never_removes_an_entry_in_use_or_a_header_being_built(tmp_path: Path) -> None:
     now = time.time()
     recent = _entry(tmp_path / "builds" / "b", 1000, 100, now)

@@ -8,12 +8,15 @@ import shutil
 from pathlib import Path
 
 import pytest
-from cudagym_testing import NVCC_ONLY, stand_in_workspace
+from cudagym_testing import RELU, stand_in_builder, stand_in_headers
 
 from cudagym import header_reads
-from cudagym.build import Builder
+from cudagym.build import BuildOptions
 from cudagym.header_reads import HeaderReads, keep_newest
 from cudagym.light_headers import BINDING_PROBE, PROBE
+from cudagym.tasks import load
+from cudagym.workspace import Workspace
+from cudagym.workspace_headers import WorkspaceHeaders
 
 
 def test_a_folder_of_word_lists_keeps_the_most_recently_used(tmp_path: Path) -> None:
@@ -29,20 +32,18 @@ def test_a_folder_of_word_lists_keeps_the_most_recently_used(tmp_path: Path) -> 
 def test_a_guard_is_read_once_by_the_cxx_preprocessor_and_kept_for_the_next_process(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    workspace = stand_in_workspace(
+    stand_in = stand_in_headers(
         tmp_path,
         "#pragma once\nint light_fn();\n",
         "#pragma once\n#include <torch/types.h>\nint heavy_fn();\n#define HEAVY 1\n",
-        "header reads test",
+        **{"torch/csrc/utils/pybind.h": "#pragma once\nint bound_fn();\n", "torch/csrc/Exceptions.h": "#pragma once\n"},
     )
-    csrc = workspace.path / "fake" / "torch" / "csrc"
-    (csrc / "utils").mkdir(parents=True)
-    (csrc / "utils" / "pybind.h").write_text("#pragma once\nint bound_fn();\n")
-    (csrc / "Exceptions.h").write_text("#pragma once\n")
-    reads = HeaderReads(Builder(NVCC_ONLY, cache_dir=tmp_path / "cache"))
-    command = ["g++", f"-I{workspace.path / 'fake'}", "-std=c++17", "-c", "main.cpp"]
-    binding = reads.heavy_only(command, BINDING_PROBE, workspace, "")
-    cuda = reads.heavy_only(command, PROBE, workspace, "")
+    workspace = Workspace(load("builtin").get(RELU).source_for("cuda"), "header reads test", root_dir=tmp_path)
+    reads = HeaderReads(stand_in_builder(tmp_path / "cache", stand_in, BuildOptions(use_pch=False)))
+    view = WorkspaceHeaders.take(workspace, reads.builder.cache_dir)
+    command = ["g++", "-isystem", str(stand_in), "-std=c++17", "-c", "main.cpp"]
+    binding = reads.heavy_only(command, BINDING_PROBE, view)
+    cuda = reads.heavy_only(command, PROBE, view)
     assert binding is not None and cuda is not None
     assert "heavy_fn" in binding.names and "HEAVY" in binding.macros and binding.python_kept
     assert "bound_fn" not in binding.names and not cuda.python_kept  # the probes differ; so do their keys
@@ -50,4 +51,4 @@ def test_a_guard_is_read_once_by_the_cxx_preprocessor_and_kept_for_the_next_proc
     # a new process reads them from the cache folder, without the preprocessor
     monkeypatch.setattr(header_reads, "_HEAVY_ONLY", {})
     monkeypatch.setattr(HeaderReads, "_preprocess", lambda *args: pytest.fail("preprocessed again"))
-    assert reads.heavy_only(command, BINDING_PROBE, workspace, "") == binding
+    assert reads.heavy_only(command, BINDING_PROBE, view) == binding

@@ -11,6 +11,7 @@ compiling the whole header for the solutions that come before it is ready)."""
 
 from __future__ import annotations
 
+import ctypes
 import dataclasses
 import uuid
 from collections.abc import Iterator
@@ -18,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cudagym_testing import RELU, relu_solution, write_all
+from cudagym_testing import RELU, RewritingBuilder, relu_solution, write_all
 
 from cudagym.backends import resolve_backend
 from cudagym.baselines import tool_call
@@ -28,10 +29,12 @@ from cudagym.evaluator import EvalConfig, LocalEvaluator
 from cudagym.harness.inline_request import request_key
 from cudagym.inline_build import InlineBuilder
 from cudagym.integrity.policy import IntegrityPolicy
-from cudagym.results import Status
+from cudagym.results import CompileResult, Status
 from cudagym.sandbox import isolation_status
 from cudagym.tasks import load
 from cudagym.workspace import Workspace
+
+SANDBOXED = isolation_status().works("user")  # the compiler sandbox needs a user namespace (and mounts in it)
 
 
 def unique() -> str:
@@ -118,6 +121,86 @@ def test_a_source_with_text_beyond_ascii_builds(inline_builder: InlineBuilder, w
     body = f'// café, ✓, 核\nconst char* g_{unique()}() {{ return "π ≈ 3.14"; }}\n'
     _, result = inline_builder.build(plain_request(body), workspace)
     assert result.status is Status.OK, result.diagnostics
+
+
+def value_request(token: str, include: str = '"value.h"', **changes: Any) -> dict[str, Any]:
+    """A request whose library's ``value_<token>()`` returns ``VALUE`` of the workspace's ``kernels/value.h``."""
+    body = f'#include {include}\nextern "C" int value_{token}() {{ return VALUE; }}\n'
+    return plain_request(body, **{"extra_include_paths": ["kernels"], **changes})
+
+
+def library_value(result: CompileResult, token: str) -> int:
+    assert result.status is Status.OK, result.diagnostics
+    return int(getattr(ctypes.CDLL(str(result.artifact)), f"value_{token}")())
+
+
+def test_a_request_includes_the_workspace_headers_through_its_include_paths(
+    inline_builder: InlineBuilder, workspace: Workspace
+) -> None:
+    token = unique()
+    workspace.write("kernels/value.h", "#define VALUE 1\n")
+    assert library_value(inline_builder.build(value_request(token), workspace)[1], token) == 1
+    workspace.write("kernels/value.h", "#define VALUE 2\n")  # a header edit is a new key
+    assert library_value(inline_builder.build(value_request(token), workspace)[1], token) == 2
+    # the include path as the candidate's model_new.py often spells it: absolute, from its own folder
+    absolute = value_request(token, extra_include_paths=[str(workspace.path / "kernels")])
+    assert library_value(inline_builder.build(absolute, workspace)[1], token) == 2
+    workspace.write("kernels/value.h", "#define VALUE 2\nint broken( {\n")  # an error in it names it as the agent does
+    _, broken = inline_builder.build(value_request(token), workspace)
+    assert broken.status is Status.COMPILE_ERROR and "\nkernels/value.h:2:" in broken.diagnostics, broken.diagnostics
+
+
+def test_a_header_changed_during_its_build_does_not_reach_the_cache(
+    cache_dir: Path, workspace: Workspace, tmp_path: Path
+) -> None:
+    builder = RewritingBuilder(resolve_backend("cpu"), cache_dir=cache_dir, options=BuildOptions(use_pch=False))
+    token = unique()
+    workspace.write("kernels/value.h", "#define VALUE 1\n")
+    builder.rewrite = (workspace, "kernels/value.h", "#define VALUE 2\n")
+    stale = InlineBuilder(builder).build(value_request(token), workspace)[1]
+    assert library_value(stale, token) == 1  # built from the header its key was made of
+    (tmp_path / "other").mkdir()
+    other = Workspace(load("builtin").get(RELU).source_for("cpu"), "another episode", root_dir=tmp_path / "other")
+    other.write("kernels/value.h", "#define VALUE 1\n")  # the same header elsewhere: served that object
+    again = InlineBuilder(Builder(resolve_backend("cpu"), cache_dir=cache_dir)).build(value_request(token), other)[1]
+    assert again.cached and library_value(again, token) == 1
+
+
+POLYGLOT = '#if 0\n"""\n#endif\n#define VALUE 7\n#if 0\n"""\n#endif\n'  # C++ and Python both read it
+
+
+@pytest.mark.parametrize(
+    ("include", "paths"),
+    [
+        ('"model_new.py"', ["."]),
+        ('"kernels/other.cpp"', ["."]),
+        ('"../model_new.py"', ["kernels"]),
+        pytest.param(
+            "ABSOLUTE",
+            [],
+            marks=pytest.mark.skipif(not SANDBOXED, reason=f"no user namespaces here: {isolation_status().user}"),
+        ),
+    ],
+    ids=["the agent's python file", "a workspace source", "up from an include path", "by absolute path"],
+)
+def test_a_request_cannot_include_a_workspace_file_its_key_does_not_cover(
+    inline_builder: InlineBuilder, workspace: Workspace, include: str, paths: list[str]
+) -> None:
+    # a request's objects are keyed by its sources, flags and the workspace's headers: one that read model_new.py
+    # or a kernel source would keep its object (and its static checks' verdict) when that file changed
+    workspace.write("model_new.py", POLYGLOT)
+    workspace.write("kernels/other.cpp", POLYGLOT)
+    if include == "ABSOLUTE":
+        include = f'"{workspace.path.resolve() / "model_new.py"}"'
+    token = unique()
+    request = value_request(token, include, extra_include_paths=paths)
+    _, result = inline_builder.build(request, workspace)
+    assert result.status is Status.COMPILE_ERROR and "No such file or directory" in result.diagnostics
+    assert "workspace-headers" not in result.diagnostics, result.diagnostics  # the copy is not the agent's concern
+    hidden = request["cpp_sources"][0].replace(
+        f"#include {include}", f"#if 0\n#include {include}\n#endif\n#define VALUE 3"
+    )
+    assert library_value(inline_builder.build({**request, "cpp_sources": [hidden]}, workspace)[1], token) == 3
 
 
 # -- env level: a KernelBench-format solution ------------------------------------------------------------------------

@@ -15,13 +15,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cudagym_testing import NVCC_ONLY, compiled, stand_in_request, stand_in_workspace
+from cudagym_testing import RELU, compiled, stand_in_builder, stand_in_headers, stand_in_request
 
 from cudagym.backends import find_toolchain
 from cudagym.build import KILLED_AFTER, Builder, BuildOptions
 from cudagym.inline_build import InlineBuilder, host_flags
 from cudagym.kernel_split import LAUNCHER_PREFIX, Instances, Refused, instances, leading_includes, mask, split
 from cudagym.results import CompileResult, Status
+from cudagym.tasks import load
 from cudagym.workspace import Workspace
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
@@ -213,8 +214,13 @@ def request(cuda: str) -> dict[str, Any]:
 
 
 @pytest.fixture
+def stand_in(tmp_path: Path) -> Path:
+    return stand_in_headers(tmp_path, TYPES_STAND_IN, EXTENSION_STAND_IN)
+
+
+@pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
-    return stand_in_workspace(tmp_path, TYPES_STAND_IN, EXTENSION_STAND_IN, "kernel split test")
+    return Workspace(load("builtin").get(RELU).source_for("cuda"), "kernel split test", root_dir=tmp_path)
 
 
 @pytest.fixture(autouse=True)
@@ -229,8 +235,11 @@ def links_here(monkeypatch: pytest.MonkeyPatch) -> None:
     )
 
 
-def builder(cache: Path, **options: Any) -> InlineBuilder:
-    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(**options)))
+def builder(cache: Path, stand_in: Path, **options: Any) -> InlineBuilder:
+    """A builder on the stand-in torch headers of ``stand_in`` with ``options``; it builds precompiled headers only
+    where they ask for them (``use_pch=True``: it would build them of the stand-ins in the background, and a later
+    compile against one is a compile these tests do not count)."""
+    return InlineBuilder(stand_in_builder(cache, stand_in, BuildOptions(**{"use_pch": False, **options})))
 
 
 def was_split(result: CompileResult) -> bool:
@@ -252,9 +261,13 @@ def symbols(objects: list[Path]) -> tuple[set[str], set[str]]:
     return used, defined
 
 
-def assert_compiled_whole(cache: Path, source: str, workspace: Workspace) -> None:
-    """``source`` builds whole (not split, its split remembered as failed once), as the agent wrote it."""
-    _, result = builder(cache, light_headers=False).build(request(source), workspace)
+def assert_compiled_whole(
+    cache: Path, stand_in: Path, source: str, workspace: Workspace, include_paths: list[str] | None = None
+) -> None:
+    """``source`` (of a request with ``include_paths``) builds whole (not split, its split remembered as failed once),
+    as the agent wrote it."""
+    asked = {**request(source), "extra_include_paths": include_paths or []}
+    _, result = builder(cache, stand_in, light_headers=False).build(asked, workspace)
     assert result.status is Status.OK and not was_split(result), result.diagnostics
     assert len(failed_splits(cache)) == 1
 
@@ -265,10 +278,10 @@ def fresh(text: str) -> str:
 
 @needs_nvcc
 def test_a_split_source_compiles_in_two_units_whose_launchers_meet_and_a_kernel_edit_recompiles_one(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     cache = tmp_path / "cache"
-    inline = builder(cache)
+    inline = builder(cache, stand_in)
     source = fresh(f"#include <torch/extension.h>\n{KERNEL}{HOST}")
     _, first = inline.build(request(source), workspace)
     assert first.status is Status.OK, first.diagnostics  # the units link: the launches find their launchers
@@ -284,44 +297,46 @@ def test_a_split_source_compiles_in_two_units_whose_launchers_meet_and_a_kernel_
 
 @needs_nvcc
 def test_a_host_unit_whose_request_has_include_paths_asks_for_no_precompiled_header(
-    tmp_path: Path, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, stand_in: Path, workspace: Workspace, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A header is built where the workspace is not visible (the compiler sandbox shows it none). With the request's
-    include paths a leading ``<...>`` may be one of its files, as the stand-in ``torch/extension.h`` here is: built
-    without it, the header compiled torch's real one (for minutes, beside everything else) and would have hidden the
-    workspace's behind its guard. So the host unit asks for none and compiles against what the workspace holds."""
+    """A header is built where the workspace's headers are not visible (the compiler sandbox shows it none). With the
+    request's include paths a leading ``<...>`` may be one of their files: built without them, the header would
+    fail, or compile a system header of the same name (torch's own ``torch/extension.h`` took minutes, beside
+    everything else) whose guard would then hide the workspace's. So the host unit asks for none, though its builder
+    builds precompiled headers, and compiles against what the include paths hold."""
     asked: list[str] = []
     monkeypatch.setattr(
         Builder, "precompiled_header", lambda self, text="", flags=None, *, wait=True: asked.append(text)
     )
     source = fresh(f"#include <torch/extension.h>\n{KERNEL}{HOST}")
-    _, result = builder(tmp_path / "cache").build(request(source), workspace)
+    with_includes = {**request(source), "extra_include_paths": ["kernels"]}
+    _, result = builder(tmp_path / "cache", stand_in, use_pch=True).build(with_includes, workspace)
     assert compiled(result) and was_split(result), result.diagnostics
     assert not any("torch/extension.h" in text for text in asked), asked
 
 
 @needs_nvcc
 def test_a_split_that_fails_to_compile_gives_way_to_the_file_and_is_not_tried_again(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     # the kernel needs a macro of the stand-in torch header, which the device unit does not include
     cache = tmp_path / "cache"
     source = fresh(f"#include <torch/extension.h>\n{KERNEL.replace('1.0f', 'HEAVY')}{HOST}")
-    _, first = builder(cache, light_headers=False).build(request(source), workspace)
+    _, first = builder(cache, stand_in, light_headers=False).build(request(source), workspace)
     assert compiled(first) and not was_split(first), first.diagnostics
     assert len(failed_splits(cache)) == 1 and "split/" not in first.diagnostics
-    _, again = builder(cache, light_headers=False).build(request(source), workspace)
+    _, again = builder(cache, stand_in, light_headers=False).build(request(source), workspace)
     assert compiled(again) and again.objects_compiled == 0, again.message
 
 
 @needs_nvcc
 def test_a_kernel_naming_what_nothing_declares_shows_the_errors_of_the_file_without_compiling_it_whole(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     source = fresh(f"#include <torch/extension.h>\n{KERNEL.replace('1.0f;', 'undeclared_thing;')}{HOST}")
     cache = tmp_path / "split"
-    _, result = builder(cache).build(request(source), workspace)
-    _, whole = builder(tmp_path / "whole", split_sources=False).build(request(source), workspace)
+    _, result = builder(cache, stand_in).build(request(source), workspace)
+    _, whole = builder(tmp_path / "whole", stand_in, split_sources=False).build(request(source), workspace)
     assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
     assert "split/" not in result.diagnostics and "undeclared_thing" in result.diagnostics
     assert result.diagnostics.replace("<cache>", "") == whole.diagnostics.replace("<cache>", "")
@@ -332,15 +347,17 @@ def test_a_kernel_naming_what_nothing_declares_shows_the_errors_of_the_file_with
 
 @needs_nvcc
 def test_a_kernel_naming_a_host_variable_shows_the_errors_of_the_file_as_written(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     # the device unit may lack the host variable altogether; the file as written says something else of it
     source = fresh(
         f"#include <torch/extension.h>\nint host_count = 32;\n{KERNEL.replace('1.0f;', 'host_count;')}{HOST}"
     )
     cache = tmp_path / "split"
-    _, result = builder(cache, light_headers=False).build(request(source), workspace)
-    _, whole = builder(tmp_path / "whole", split_sources=False, light_headers=False).build(request(source), workspace)
+    _, result = builder(cache, stand_in, light_headers=False).build(request(source), workspace)
+    _, whole = builder(tmp_path / "whole", stand_in, split_sources=False, light_headers=False).build(
+        request(source), workspace
+    )
     assert result.status is Status.COMPILE_ERROR and "host_count" in result.diagnostics, result.diagnostics
     assert result.diagnostics.replace("<cache>", "") == whole.diagnostics.replace("<cache>", "")
     assert len(failed_splits(cache)) == 1
@@ -357,15 +374,17 @@ TYPOS = {
 @needs_nvcc
 @pytest.mark.parametrize("typo", sorted(TYPOS))
 def test_a_typo_in_a_kernel_shows_the_split_errors_in_the_file_s_name_without_compiling_it_whole(
-    typo: str, tmp_path: Path, workspace: Workspace
+    typo: str, tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     good, bad = TYPOS[typo]
     kernel, host = (TEMPLATE_KERNEL, TEMPLATE_HOST) if "template" in typo else (KERNEL, HOST)
     assert good in kernel
     source = fresh(f"#include <torch/extension.h>\n{kernel.replace(good, bad)}{host}")
     cache = tmp_path / "split"
-    _, result = builder(cache).build(request(source), workspace)
-    _, whole = builder(tmp_path / "whole", split_sources=False, light_headers=False).build(request(source), workspace)
+    _, result = builder(cache, stand_in).build(request(source), workspace)
+    _, whole = builder(tmp_path / "whole", stand_in, split_sources=False, light_headers=False).build(
+        request(source), workspace
+    )
     assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
     assert was_split(result) and not failed_splits(cache), result.commands
     assert not (cache / "light" / "failed").exists() and not any("light/" in c for c in result.commands)  # not whole
@@ -386,79 +405,82 @@ KERNELS_OF_TORCH_MACROS = {
 @needs_nvcc
 @pytest.mark.parametrize("use", sorted(KERNELS_OF_TORCH_MACROS))
 def test_a_kernel_using_a_macro_of_torch_s_headers_is_no_typo_and_compiles_whole(
-    use: str, tmp_path: Path, workspace: Workspace
+    use: str, tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     # the device unit, without torch's headers, fails on the macro: what the agent gets is the file's build
     cache = tmp_path / "cache"
     source = fresh(f"#include <torch/extension.h>\n{KERNELS_OF_TORCH_MACROS[use]}{HOST}")
-    assert_compiled_whole(cache, source, workspace)
+    assert_compiled_whole(cache, stand_in, source, workspace)
 
 
 @needs_nvcc
 def test_a_kernel_using_what_its_own_header_declares_where_torch_s_macro_is_defined_compiles_whole(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     # the device unit, without torch's headers, does not get the declaration; the file as written does
-    (workspace.path / "fake" / "guarded.cuh").write_text(
+    (workspace.path / "kernels" / "guarded.cuh").write_text(
         "#pragma once\n#ifdef HEAVY\n__device__ inline float guarded_value() { return 1.0f; }\n#endif\n"
     )
     cache = tmp_path / "cache"
     kernel = "__global__ void k(float* y, int n) { y[0] = guarded_value() * n; }\n"
     source = fresh(f'#include <torch/extension.h>\n#include "guarded.cuh"\n{kernel}{HOST}')
-    assert_compiled_whole(cache, source, workspace)
+    assert_compiled_whole(cache, stand_in, source, workspace, include_paths=["kernels"])
 
 
 @needs_nvcc
-def test_a_refused_source_compiles_whole_with_no_split_tried(tmp_path: Path, workspace: Workspace) -> None:
+def test_a_refused_source_compiles_whole_with_no_split_tried(
+    tmp_path: Path, stand_in: Path, workspace: Workspace
+) -> None:
     template = (
         "template <int... N> __global__ void t(float* y) { y[0] = 1; }\nvoid run(float* y) { t<1><<<1, 1>>>(y); }\n"
     )
-    _, result = builder(tmp_path / "cache").build(request(fresh(template)), workspace)
+    _, result = builder(tmp_path / "cache", stand_in).build(request(fresh(template)), workspace)
     assert compiled(result) and not was_split(result) and not failed_splits(tmp_path / "cache"), result.diagnostics
 
 
 @needs_nvcc
-def test_a_split_whose_link_fails_on_a_symbol_gives_way_to_the_file(tmp_path: Path, workspace: Workspace) -> None:
+def test_a_split_whose_link_fails_on_a_symbol_gives_way_to_the_file(
+    tmp_path: Path, stand_in: Path, workspace: Workspace
+) -> None:
     # a header of device code: the host unit (the C++ compiler) takes its kernel for a host function, which the
     # device unit's launch stub defines too
-    (workspace.path / "fake" / "device_code.cuh").write_text(
+    (workspace.path / "kernels" / "device_code.cuh").write_text(
         "#pragma once\n__global__ void other(float* y) { y[0] = 1; }\n"
     )
     cache = tmp_path / "cache"
     source = fresh(f'#include <torch/extension.h>\n#include "device_code.cuh"\n{KERNEL}{HOST}')
-    assert_compiled_whole(cache, source, workspace)
+    assert_compiled_whole(cache, stand_in, source, workspace, include_paths=["kernels"])
 
 
 @needs_nvcc
 def test_a_template_kernel_is_split_its_instances_made_for_the_host_unit_and_an_edit_recompiles_one(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     cache = tmp_path / "cache"
     source = fresh(f"#include <torch/extension.h>\n{TEMPLATE_KERNEL}{TEMPLATE_HOST}")
-    _, first = builder(cache).build(request(source), workspace)
+    _, first = builder(cache, stand_in).build(request(source), workspace)
     assert first.status is Status.OK and was_split(first) and not failed_splits(cache), first.diagnostics
     assert first.objects_compiled == 3 and any(command.endswith("split/cuda_host.cpp") for command in first.commands)
     used, defined = symbols(sorted((cache / "objects").glob("*.o")))
     assert len(used) == 3 and used <= defined  # <float, 32>, <double, 32>, <float, 64>: each launcher instance made
-    _, again = builder(cache).build(request(source.replace("(scalar_t)B;", "(scalar_t)(B + 1);")), workspace)
+    _, again = builder(cache, stand_in).build(request(source.replace("(scalar_t)B;", "(scalar_t)(B + 1);")), workspace)
     assert again.status is Status.OK and was_split(again), again.diagnostics
     assert again.objects_compiled == 1 and again.objects_reused == 2  # the device unit alone
 
 
 @needs_nvcc
 def test_a_template_split_compiles_main_cpp_its_first_way_beside_its_host_unit(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     # main.cpp passes the binding headers' guard (stand-ins here): its lighter copy is what compiles beside the host
     # unit before the build, not the file as written, which the build would then compile again the lighter way
-    csrc = workspace.path / "fake" / "torch" / "csrc"
-    (csrc / "utils").mkdir(parents=True)
-    (csrc / "utils" / "pybind.h").write_text("#pragma once\n")
-    (csrc / "Exceptions.h").write_text("#pragma once\n")
+    (stand_in / "torch" / "csrc" / "utils").mkdir(parents=True)
+    (stand_in / "torch" / "csrc" / "utils" / "pybind.h").write_text("#pragma once\n")
+    (stand_in / "torch" / "csrc" / "Exceptions.h").write_text("#pragma once\n")
     cache = tmp_path / "cache"
     source = fresh(f"#include <torch/extension.h>\n{TEMPLATE_KERNEL}{TEMPLATE_HOST}")
     asked = {**request(source), "cpp_sources": [fresh("#include <torch/extension.h>\nint bound() { return 1; }\n")]}
-    _, result = builder(cache).build(asked, workspace)
+    _, result = builder(cache, stand_in).build(asked, workspace)
     assert result.status is Status.OK and was_split(result), result.diagnostics
     mains = [command for command in result.commands if "main.cpp" in command]
     assert len(mains) == 1 and "light/main.cpp" in mains[0] and result.objects_compiled == 3, result.commands
@@ -466,19 +488,19 @@ def test_a_template_split_compiles_main_cpp_its_first_way_beside_its_host_unit(
 
 @needs_nvcc
 def test_a_template_kernel_instantiated_with_torch_s_half_is_split_and_its_device_unit_includes_half_alone(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     # as AT_DISPATCH_FLOATING_TYPES_AND_HALF instantiates a kernel: c10::Half, which torch/extension.h brings to the
     # file and the host unit; the device unit gets the type's own header (a stand-in here), never torch's
-    (workspace.path / "fake" / "c10" / "util").mkdir(parents=True)
-    (workspace.path / "fake" / "c10" / "util" / "Half.h").write_text(
+    (stand_in / "c10" / "util").mkdir(parents=True)
+    (stand_in / "c10" / "util" / "Half.h").write_text(
         "#pragma once\nnamespace c10 {\n"
         "struct Half { unsigned short x; __host__ __device__ Half(float v) : x(v) {} };\n}\n"
     )
     cache = tmp_path / "cache"
     host = "int host_value(void* y) { tk<c10::Half><<<1, 32>>>((c10::Half*)y, 4); return heavy_value(); }\n"
     source = fresh(f"#include <torch/extension.h>\n#include <c10/util/Half.h>\n{TEMPLATE_KERNEL}{host}")
-    _, result = builder(cache).build(request(source), workspace)
+    _, result = builder(cache, stand_in).build(request(source), workspace)
     assert result.status is Status.OK and was_split(result) and not failed_splits(cache), result.diagnostics
     assert any("-include c10/util/Half.h" in command and "split/cuda.cu" in command for command in result.commands)
     used, defined = symbols(sorted((cache / "objects").glob("*.o")))
@@ -487,12 +509,12 @@ def test_a_template_kernel_instantiated_with_torch_s_half_is_split_and_its_devic
 
 @needs_nvcc
 def test_a_template_split_whose_host_unit_the_timeout_ended_is_tried_again_next_time(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     cache = tmp_path / "cache"
     source = fresh(f"#include <torch/extension.h>\n{TEMPLATE_KERNEL}{TEMPLATE_HOST}")
-    _, result = builder(cache, timeout_seconds=0.01).build(request(source), workspace)
+    _, result = builder(cache, stand_in, timeout_seconds=0.01).build(request(source), workspace)
     assert result.status is Status.COMPILE_ERROR and KILLED_AFTER in result.diagnostics, result.diagnostics
     assert not failed_splits(cache)  # a timeout says nothing of the split
-    _, again = builder(cache).build(request(source), workspace)
+    _, again = builder(cache, stand_in).build(request(source), workspace)
     assert again.status is Status.OK and was_split(again), again.diagnostics

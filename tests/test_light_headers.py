@@ -2,9 +2,9 @@
 where that cannot change it, and as written where the lighter copy fails: a source that needs the heavy headers still
 builds, and a broken one shows its own errors (``cudagym.light_headers``, ``cudagym.inline_build``).
 
-The builder-level tests stand in small headers for torch's (a workspace folder on the include path, searched before
-torch's), so that nvcc compiles them in a second or two; one test reads the guard from torch's own headers (a
-preprocessor run, no compile)."""
+The builder-level tests stand in small headers for torch's (a folder outside the workspace, the torch include folder
+of their builders' toolchain: ``cudagym_testing.StandInToolchain``), so that nvcc compiles them in a second or two; the
+last tests read the guards from torch's own headers (preprocessor runs, no compile)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cudagym_testing import NVCC_ONLY, compiled, stand_in_request, stand_in_workspace
+from cudagym_testing import NVCC_ONLY, RELU, compiled, stand_in_builder, stand_in_headers, stand_in_request
 
 from cudagym import kernel_split
 from cudagym.build import Builder, BuildOptions
@@ -29,7 +29,9 @@ from cudagym.light_headers import (
     lighter_binding,
 )
 from cudagym.results import CompileResult, Status
+from cudagym.tasks import load
 from cudagym.workspace import Workspace
+from cudagym.workspace_headers import WorkspaceHeaders
 
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 
@@ -175,26 +177,33 @@ HEAVY_STAND_IN = (
 
 
 def request(cuda: str) -> dict[str, Any]:
-    """A load_inline request whose CUDA source sees the stand-in torch headers (``fake/torch/*.h``), new to every
-    cache."""
+    """A load_inline request of the CUDA source ``cuda``, new to every cache (built by :func:`builder`, it sees the
+    stand-in torch headers)."""
     return stand_in_request(f"{cuda}\n// {uuid.uuid4().hex}\n", "light_ext")
 
 
 @pytest.fixture
+def stand_in(tmp_path: Path) -> Path:
+    """The stand-in torch headers, the binding headers of a lighter ``main.cpp`` among them."""
+    bindings = {
+        "torch/csrc/utils/pybind.h": "#pragma once\ninline int bound_value() { return 5; }\n",
+        "torch/csrc/Exceptions.h": "#pragma once\n",
+    }
+    return stand_in_headers(tmp_path, LIGHT_STAND_IN, HEAVY_STAND_IN, **bindings)
+
+
+@pytest.fixture
 def workspace(tmp_path: Path) -> Workspace:
-    space = stand_in_workspace(tmp_path, LIGHT_STAND_IN, HEAVY_STAND_IN, "light header test")
-    bindings = space.path / "fake" / "torch" / "csrc"
-    (bindings / "utils").mkdir(parents=True)
-    (bindings / "utils" / "pybind.h").write_text("#pragma once\ninline int bound_value() { return 5; }\n")
-    (bindings / "Exceptions.h").write_text("#pragma once\n")
-    return space
+    return Workspace(load("builtin").get(RELU).source_for("cuda"), "light header test", root_dir=tmp_path)
 
 
-def builder(cache: Path, *, light: bool = True) -> InlineBuilder:
-    """A builder that never splits a file (``cudagym.kernel_split``, tests/test_kernel_split.py): the light header's
-    way is the first it tries."""
-    options = BuildOptions(light_headers=light, split_sources=False)
-    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=options))
+def builder(cache: Path, stand_in: Path, *, light: bool = True) -> InlineBuilder:
+    """A builder on the stand-in torch headers of ``stand_in`` that never splits a file (``cudagym.kernel_split``,
+    tests/test_kernel_split.py): the light header's way is the first it tries. It builds no precompiled header (it
+    would build them of the stand-ins in the background, and a later compile against one is a compile these tests do
+    not count)."""
+    options = BuildOptions(light_headers=light, split_sources=False, use_pch=False)
+    return InlineBuilder(stand_in_builder(cache, stand_in, options))
 
 
 def used_light(result: CompileResult) -> bool:
@@ -210,9 +219,9 @@ KERNEL = "__global__ void k(float* y) { y[threadIdx.x] = 1.0f; }\n"
 
 @needs_nvcc
 def test_a_source_that_needs_only_the_light_header_compiles_against_it_once(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
-    inline = builder(tmp_path / "cache")
+    inline = builder(tmp_path / "cache", stand_in)
     asked = request(f"#include <torch/extension.h>\n{KERNEL}int host_value() {{ return light_value(); }}\n")
     _, first = inline.build(asked, workspace)
     assert compiled(first), first.diagnostics
@@ -222,10 +231,12 @@ def test_a_source_that_needs_only_the_light_header_compiles_against_it_once(
 
 
 @needs_nvcc
-def test_a_source_that_needs_the_heavy_header_still_builds_as_written(tmp_path: Path, workspace: Workspace) -> None:
+def test_a_source_that_needs_the_heavy_header_still_builds_as_written(
+    tmp_path: Path, stand_in: Path, workspace: Workspace
+) -> None:
     # shared_name is in the light header's text (a member), so the guard lets the copy be tried; the copy fails to
     # compile (no such function there) and the source as written builds
-    inline = builder(tmp_path / "cache")
+    inline = builder(tmp_path / "cache", stand_in)
     asked = request(f"#include <torch/extension.h>\n{KERNEL}int host_value() {{ return shared_name(); }}\n")
     _, first = inline.build(asked, workspace)
     assert compiled(first), first.diagnostics
@@ -236,10 +247,10 @@ def test_a_source_that_needs_the_heavy_header_still_builds_as_written(tmp_path: 
 
 
 @needs_nvcc
-def test_a_broken_source_shows_its_own_errors(tmp_path: Path, workspace: Workspace) -> None:
+def test_a_broken_source_shows_its_own_errors(tmp_path: Path, stand_in: Path, workspace: Workspace) -> None:
     broken = request(f"#include <torch/extension.h>\n{KERNEL}int host_value() {{ return undeclared_thing(; }}\n")
-    _, result = builder(tmp_path / "light").build(broken, workspace)
-    _, as_written = builder(tmp_path / "plain", light=False).build(broken, workspace)
+    _, result = builder(tmp_path / "light", stand_in).build(broken, workspace)
+    _, as_written = builder(tmp_path / "plain", stand_in, light=False).build(broken, workspace)
     assert result.status is Status.COMPILE_ERROR and result.message == "Compilation failed in cuda.cu."
     assert not used_light(result) and "light/cuda.cu" not in result.diagnostics
     assert _without_cache(result.diagnostics) == _without_cache(as_written.diagnostics)
@@ -248,14 +259,15 @@ def test_a_broken_source_shows_its_own_errors(tmp_path: Path, workspace: Workspa
 
 @needs_nvcc
 def test_a_light_compile_the_timeout_ends_is_not_taken_for_a_source_that_needs_the_heavy_header(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     cache = tmp_path / "cache"
-    _, first = builder(cache).build(request(f"#include <torch/extension.h>\n{KERNEL}"), workspace)  # reads the guard
+    _, first = builder(cache, stand_in).build(
+        request(f"#include <torch/extension.h>\n{KERNEL}"), workspace
+    )  # reads the guard
     assert compiled(first) and used_light(first), first.diagnostics
-    hurried = InlineBuilder(
-        Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(timeout_seconds=0.001, split_sources=False))
-    )
+    options = BuildOptions(timeout_seconds=0.001, split_sources=False, use_pch=False)
+    hurried = InlineBuilder(stand_in_builder(cache, stand_in, options))
     _, result = hurried.build(request(f"#include <torch/extension.h>\n{KERNEL}"), workspace)
     assert result.status is Status.COMPILE_ERROR and "compiler killed after" in result.diagnostics
     assert used_light(result) and not heavy_markers(cache)  # no second compile; the next build tries the copy again
@@ -274,9 +286,9 @@ def _without_cache(text: str) -> str:
     ],
 )
 def test_a_source_the_heavy_header_could_change_is_compiled_as_written_at_once(
-    tmp_path: Path, workspace: Workspace, body: str
+    tmp_path: Path, stand_in: Path, workspace: Workspace, body: str
 ) -> None:
-    inline = builder(tmp_path / "cache")
+    inline = builder(tmp_path / "cache", stand_in)
     _, result = inline.build(request(f"#include <torch/extension.h>\n{KERNEL}{body}\n"), workspace)
     assert compiled(result), result.diagnostics
     assert not used_light(result) and not heavy_markers(tmp_path / "cache")  # no copy was tried
@@ -284,12 +296,14 @@ def test_a_source_the_heavy_header_could_change_is_compiled_as_written_at_once(
 
 @needs_nvcc
 def test_without_light_headers_a_source_compiles_as_written_and_its_object_serves_later(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
     asked = request(f"#include <torch/extension.h>\n{KERNEL}")
-    _, before = builder(tmp_path / "cache", light=False).build(asked, workspace)
+    _, before = builder(tmp_path / "cache", stand_in, light=False).build(asked, workspace)
     assert compiled(before) and not used_light(before), before.diagnostics
-    _, after = builder(tmp_path / "cache").build(asked, workspace)  # no light copy compiled beside a cached object
+    _, after = builder(tmp_path / "cache", stand_in).build(
+        asked, workspace
+    )  # no light copy compiled beside a cached object
     assert compiled(after) and after.objects_compiled == 0 and not used_light(after), after.message
 
 
@@ -304,14 +318,21 @@ def used_light_binding(result: CompileResult) -> bool:
 
 @needs_nvcc
 def test_a_binding_file_that_needs_only_the_light_headers_compiles_against_them_once(
-    tmp_path: Path, workspace: Workspace
+    tmp_path: Path, stand_in: Path, workspace: Workspace
 ) -> None:
-    inline = builder(tmp_path / "cache")
-    asked = binding_request("#include <torch/extension.h>\nint f() { return bound_value() + light_value(); }")
+    # a builder that builds precompiled headers and waits for them: without the rule, the first build would use one
+    inline = InlineBuilder(
+        stand_in_builder(tmp_path / "cache", stand_in, BuildOptions(split_sources=False, wait_for_pch=True))
+    )
+    asked = {
+        **binding_request("#include <torch/extension.h>\nint f() { return bound_value() + light_value(); }"),
+        "extra_include_paths": ["kernels"],
+    }
     _, first = inline.build(asked, workspace)
     assert compiled(first), first.diagnostics
     assert used_light_binding(first) and first.objects_compiled == 1 and not heavy_markers(tmp_path / "cache")
-    # the request names an include path: no precompiled header (it is built where the workspace is not visible)
+    # the request names an include path: no precompiled header (it is built where the workspace's headers are not
+    # visible)
     assert not any("cudagym_pch" in command for command in first.commands), first.commands
     _, again = inline.build(asked, workspace)
     assert compiled(again) and again.objects_compiled == 0 and again.objects_reused == 1, again.message
@@ -326,19 +347,21 @@ def test_a_binding_file_that_needs_only_the_light_headers_compiles_against_them_
     ],
 )
 def test_a_binding_file_that_needs_the_heavy_header_builds_as_written(
-    tmp_path: Path, workspace: Workspace, body: str, tried: bool
+    tmp_path: Path, stand_in: Path, workspace: Workspace, body: str, tried: bool
 ) -> None:
-    inline = builder(tmp_path / "cache")
+    inline = builder(tmp_path / "cache", stand_in)
     _, result = inline.build(binding_request(f"#include <torch/extension.h>\n{body}"), workspace)
     assert compiled(result), result.diagnostics
     assert not used_light_binding(result) and len(heavy_markers(tmp_path / "cache")) == int(tried)
 
 
 @needs_nvcc
-def test_a_broken_binding_file_shows_its_own_errors_at_its_own_lines(tmp_path: Path, workspace: Workspace) -> None:
+def test_a_broken_binding_file_shows_its_own_errors_at_its_own_lines(
+    tmp_path: Path, stand_in: Path, workspace: Workspace
+) -> None:
     broken = binding_request("#include <torch/extension.h>\n\nint f() { return undeclared_thing(; }")
-    _, result = builder(tmp_path / "light").build(broken, workspace)
-    _, as_written = builder(tmp_path / "plain", light=False).build(broken, workspace)
+    _, result = builder(tmp_path / "light", stand_in).build(broken, workspace)
+    _, as_written = builder(tmp_path / "plain", stand_in, light=False).build(broken, workspace)
     assert result.status is Status.COMPILE_ERROR and "main.cpp:3:" in result.diagnostics, result.diagnostics
     assert _without_cache(result.diagnostics) == _without_cache(as_written.diagnostics)
     assert "light/main.cpp" not in result.diagnostics
@@ -375,12 +398,18 @@ torch::Tensor scale_cuda(torch::Tensor x, float scale_factor) {
 """
 
 
+def torch_builder(cache: Path) -> InlineBuilder:
+    """A builder on torch's own headers (the real toolchain) that never splits a file."""
+    return InlineBuilder(Builder(NVCC_ONLY, cache_dir=cache, options=BuildOptions(split_sources=False)))
+
+
 def light_plan(inline: InlineBuilder, cuda: str, workspace: Workspace) -> bool:
     """Whether the builder would compile ``cuda`` (with torch's implicit headers) against the light header."""
-    sources = inline_sources({**request(cuda), "no_implicit_headers": False, "extra_include_paths": []})
+    sources = inline_sources({**request(cuda), "no_implicit_headers": False})
     folder = inline._write_sources(sources)
-    unit = inline._unit(folder / "cuda.cu", folder, workspace, sources, [], "")
-    return inline._light_way(unit, workspace, "") is not None
+    view = WorkspaceHeaders.take(workspace, inline.builder.cache_dir)
+    unit = inline._unit(folder / "cuda.cu", folder, view, sources, [])
+    return inline._light_way(unit, view) is not None
 
 
 @needs_nvcc
@@ -388,7 +417,7 @@ def test_with_torch_own_headers_a_typical_source_gets_the_light_header_and_one_w
     tmp_path: Path, workspace: Workspace
 ) -> None:
     # the guard read from torch's real headers (one preprocessor run); no compile
-    inline = builder(tmp_path / "cache")
+    inline = torch_builder(tmp_path / "cache")
     assert light_plan(inline, TYPICAL_CUDA, workspace)
     assert not light_plan(inline, PYBIND_IN_CUDA, workspace)  # PYBIND11_MODULE: a macro of torch/extension.h
     nn = TYPICAL_CUDA.replace("return y;", "return torch::nn::functional::relu(y);")
@@ -398,21 +427,23 @@ def test_with_torch_own_headers_a_typical_source_gets_the_light_header_and_one_w
 def binding_plan(inline: InlineBuilder, cpp: str, workspace: Workspace) -> bool:
     """Whether the builder would compile ``main.cpp`` of a request with ``cpp`` and torch's implicit headers (a
     pybind11 module of ``f``) against the binding headers."""
-    asked = {**binding_request(cpp), "no_implicit_headers": False, "extra_include_paths": [], "functions": [["f", ""]]}
+    asked = {**binding_request(cpp), "no_implicit_headers": False, "functions": [["f", ""]]}
     sources = inline_sources(asked)
     folder = inline._write_sources(sources)
-    unit = inline._unit(folder / "main.cpp", folder, workspace, sources, [], "")
-    return inline._light_way(unit, workspace, "") is not None
+    view = WorkspaceHeaders.take(workspace, inline.builder.cache_dir)
+    unit = inline._unit(folder / "main.cpp", folder, view, sources, [])
+    return inline._light_way(unit, view) is not None
 
 
 def host_plan(inline: InlineBuilder, cuda: str, workspace: Workspace) -> bool:
     """Whether the builder would compile the host unit of ``cuda``, split, against the light header."""
-    sources = inline_sources({**request(cuda), "no_implicit_headers": False, "extra_include_paths": []})
+    sources = inline_sources({**request(cuda), "no_implicit_headers": False})
     folder = inline._write_sources(sources)
-    unit = inline._unit(folder / "cuda.cu", folder, workspace, sources, [], "")
+    view = WorkspaceHeaders.take(workspace, inline.builder.cache_dir)
+    unit = inline._unit(folder / "cuda.cu", folder, view, sources, [])
     _, command = inline._host_command(unit, sources, [])
     host = kernel_split.split(unit.source.read_text(), "t").host
-    lightened = inline._lighter_host(host, command, workspace, "")
+    lightened = inline._lighter_host(host, command, view)
     return lightened != host and "#include <torch/types.h>" in lightened
 
 
@@ -421,7 +452,7 @@ def test_with_torch_own_headers_a_typical_binding_and_host_unit_get_the_light_he
     tmp_path: Path, workspace: Workspace
 ) -> None:
     # the guards read from torch's real headers with the C++ compiler's flags (preprocessor runs); no compile
-    inline = builder(tmp_path / "cache")
+    inline = torch_builder(tmp_path / "cache")
     declaration = "torch::Tensor f(torch::Tensor x, double s, c10::optional<torch::Tensor> b, std::vector<int64_t> v);"
     assert binding_plan(inline, declaration, workspace)
     assert not binding_plan(inline, "torch::Tensor f(torch::nn::Linear layer);", workspace)
