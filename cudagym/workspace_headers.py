@@ -19,13 +19,14 @@ from pathlib import Path
 
 from cudagym import cache_bound
 from cudagym.build import content_hash
+from cudagym.errors import CudaGymError
 from cudagym.workspace import Workspace
 
 HEADER_SUFFIXES = (".h", ".cuh", ".hpp")
 PORTABLE_ROOT = "<ws>"  # how commands' keys spell the copy's folder (the same files give the same key anywhere)
 
 
-class OutsideWorkspace(ValueError):
+class OutsideWorkspace(CudaGymError, ValueError):
     """An include path that leads out of the workspace."""
 
 
