@@ -42,6 +42,8 @@ def submit_solution(env: gym.Env[str, str]) -> dict[str, object]:
 
 
 def test_the_reference_solution_reaches_its_local_tier_through_ray(gpu_cluster: None, cache_dir: Path) -> None:
+    from cudagym.ray_pool import shutdown_pools
+
     config = EvalConfig(num_checks=3)
     remote = gym.make("CudaKernel-v0", backend="cuda", eval_config=config, evaluator="ray", cache_dir=str(cache_dir))
     local = CudaKernelEnv(backend="cuda", eval_config=config, cache_dir=str(cache_dir))
@@ -50,6 +52,9 @@ def test_the_reference_solution_reaches_its_local_tier_through_ray(gpu_cluster: 
     finally:
         remote.close()
         local.close()
+        # the process's shared pool outlives its envs and its worker holds the cluster's only GPU: the next test's
+        # pool could place no worker while it lives
+        shutdown_pools()
     assert on_ray["correct"] and here["correct"], (on_ray["result"], here["result"])
     assert on_ray["tier"] == here["tier"] >= 1
     pool = remote.unwrapped._evaluator_factory
