@@ -130,7 +130,7 @@ class BuildSnapshot:
     def take(cls, workspace: Workspace, folder: Path) -> BuildSnapshot:
         """Copies ``workspace``'s build inputs into per-unit folders under ``folder`` (binding.cpp first)."""
         fixed = {name: (TEMPLATES / name).read_bytes() for name in ("binding.cpp", "binding_registry.h")}
-        headers = {p.name: p.read_bytes() for p in sorted(workspace.writable_files()) if p.suffix in (".h", ".cuh")}
+        headers = dict(workspace.headers((".h", ".cuh")))
         sources = [(Path("binding.cpp"), fixed["binding.cpp"])]
         sources += [(Path("kernels") / p.name, p.read_bytes()) for p in workspace.kernel_sources()]
         units = []
@@ -146,6 +146,25 @@ class BuildSnapshot:
             *(name.encode() + b"\0" + header for name, header in headers.items()), fixed["binding_registry.h"]
         )
         return cls(tuple(units), digest)
+
+
+def write_folder_once(folder: Path, files: Sequence[tuple[str, bytes]]) -> Path:
+    """``folder`` (named by its content) holding ``files`` (path inside it, bytes): written under a temporary name
+    beside it and renamed into place, so readers see all of it or nothing; where it exists already it is left as it
+    is and marked as used (``cache_bound``: not swept while in use)."""
+    if folder.is_dir():
+        cache_bound.touch(folder)
+        return folder
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=folder.parent))
+    for name, data in files:
+        (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp / name).write_bytes(data)
+    try:
+        tmp.rename(folder)
+    except OSError:  # another process wrote the same content first
+        shutil.rmtree(tmp, ignore_errors=True)
+    return folder
 
 
 def content_hash(*parts: bytes | str) -> str:

@@ -38,16 +38,14 @@ import logging
 import os
 import re
 import shlex
-import shutil
 import subprocess
-import tempfile
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
-from cudagym import cache_bound, kernel_split, light_headers, split_errors
-from cudagym.build import KILLED_AFTER, Builder, CompileUnit, content_hash, nvcc_command
+from cudagym import kernel_split, light_headers, split_errors
+from cudagym.build import KILLED_AFTER, Builder, CompileUnit, content_hash, nvcc_command, write_folder_once
 from cudagym.errors import CudaGymError
 from cudagym.harness.inline_request import MAX_REQUEST_CHARS, request_key
 from cudagym.header_reads import HeaderReads, write_once
@@ -378,18 +376,8 @@ class InlineBuilder:
     def _write_sources(self, sources: InlineSources) -> Path:
         """The request's files in a folder named by their content, written once by this process."""
         folder = self.sources_dir / content_hash(*(f"{n}\0{t}" for n, t in sources.files))[:24]
-        if folder.is_dir():
-            cache_bound.touch(folder)  # in use: not swept
-            return folder
-        self.sources_dir.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=self.sources_dir))
-        for name, text in sources.files:
-            (tmp / name).write_text(text, encoding="utf-8", errors="surrogatepass")
-        try:
-            tmp.rename(folder)
-        except OSError:  # another process wrote the same sources first
-            shutil.rmtree(tmp, ignore_errors=True)
-        return folder
+        files = [(name, text.encode("utf-8", errors="surrogatepass")) for name, text in sources.files]
+        return write_folder_once(folder, files)
 
     def _unit(
         self,

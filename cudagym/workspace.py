@@ -347,6 +347,18 @@ class Workspace:
         """Translation units to compile: kernels/*.cu and kernels/*.cpp."""
         return [p for p in self.writable_files() if p.suffix in (".cu", ".cpp")]
 
+    def headers(self, suffixes: tuple[str, ...]) -> list[tuple[str, bytes]]:
+        """The agent's headers of ``suffixes`` (kernels/<name>), read now: (name, bytes), sorted by name. One removed
+        since the listing (the agent writes on while a stale build reads) is read as it is now: absent."""
+        found = []
+        for path in self.writable_files():
+            if path.suffix in suffixes:
+                try:
+                    found.append((path.name, path.read_bytes()))
+                except OSError:
+                    continue
+        return sorted(found)
+
     def snapshot(self) -> dict[str, bytes]:
         """The agent's files by relative path (for hashing builds and recording trajectories)."""
         return {str(p.relative_to(self.path)): p.read_bytes() for p in self.writable_files()}

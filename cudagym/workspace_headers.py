@@ -13,12 +13,9 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
-import tempfile
 from pathlib import Path
 
-from cudagym import cache_bound
-from cudagym.build import content_hash
+from cudagym.build import content_hash, write_folder_once
 from cudagym.errors import CudaGymError
 from cudagym.workspace import Workspace
 
@@ -43,29 +40,10 @@ class WorkspaceHeaders:
     @classmethod
     def take(cls, workspace: Workspace, cache_dir: Path) -> WorkspaceHeaders:
         """Reads ``workspace``'s headers and returns their copy under ``cache_dir`` (made the first time)."""
-        headers = []
-        for path in workspace.writable_files():
-            if path.suffix in HEADER_SUFFIXES:
-                try:
-                    headers.append((path.name, path.read_bytes()))
-                except OSError:  # removed since the listing (the agent writes on): read as it is now, without it
-                    continue
-        headers.sort()
+        headers = workspace.headers(HEADER_SUFFIXES)
         digest = content_hash(*(name.encode() + b"\0" + data for name, data in headers))
-        parent = cache_dir / "workspace-headers"
-        root = parent / digest[:32]
-        if root.is_dir():
-            cache_bound.touch(root)  # in use: not swept (``cudagym.cache_bound``)
-        else:
-            parent.mkdir(parents=True, exist_ok=True)
-            tmp = Path(tempfile.mkdtemp(prefix="tmp-", dir=parent))
-            (tmp / "kernels").mkdir()
-            for name, data in headers:
-                (tmp / "kernels" / name).write_bytes(data)
-            try:
-                tmp.rename(root)
-            except OSError:  # another process copied the same headers first
-                shutil.rmtree(tmp, ignore_errors=True)
+        copies = [(f"kernels/{name}", data) for name, data in headers]
+        root = write_folder_once(cache_dir / "workspace-headers" / digest[:32], copies)
         return cls(workspace.path.resolve(), root, digest)
 
     def include_flag(self, path: str) -> str:

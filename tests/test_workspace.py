@@ -123,6 +123,14 @@ def test_tampered_fixed_files_are_detected_and_restored(ws: Workspace) -> None:
     assert ws.tampered_fixed() == []
 
 
+def test_headers_are_the_agents_headers_of_the_suffixes_asked_sorted_by_name(ws: Workspace) -> None:
+    ws.write("kernels/b.cuh", "// b")
+    ws.write("kernels/a.h", "// a")
+    ws.write("kernels/k.cu", "// a source")  # not a header
+    assert ws.headers((".h", ".cuh")) == [("a.h", b"// a"), ("b.cuh", b"// b")]
+    assert ws.headers((".cuh",)) == [("b.cuh", b"// b")]
+
+
 def test_listing_and_remove(ws: Workspace) -> None:
     ws.write("model_new.py", "x = 1\n")
     listing = ws.listing()
