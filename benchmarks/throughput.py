@@ -294,13 +294,29 @@ def slot_stats(entries: list[dict[str, Any]], start: float, end: float) -> dict[
         return {"slots": 0}
     waits = [e["waited_s"] for e in chosen]
     held = sum(e["released_at"] - e["acquired_at"] for e in chosen)
+    by_label: dict[str, float] = {}
+    for e in chosen:
+        by_label[e.get("label") or "?"] = by_label.get(e.get("label") or "?", 0.0) + e["released_at"] - e["acquired_at"]
+    shared = [e for e in entries if e["mode"] == "shared" and start <= e["acquired_at"] <= end]
     return {
         "slots": len(chosen),
         "wait_median_s": statistics.median(waits),
         "wait_max_s": max(waits),
         "busy_share": held / (end - start) if end > start else 0.0,
         "overlap_s": exclusive_overlap_s(chosen),
+        "exclusive_s_by_label": dict(sorted(by_label.items(), key=lambda kv: -kv[1])),
+        "shared_busy_share": union_s(shared) / (end - start) if end > start else 0.0,
     }
+
+
+def union_s(entries: list[dict[str, Any]]) -> float:
+    """Seconds during which at least one of ``entries`` (slots) was held."""
+    total, reach = 0.0, float("-inf")
+    for a, b in sorted((e["acquired_at"], e["released_at"]) for e in entries):
+        if b > reach:
+            total += b - max(a, reach)
+            reach = b
+    return total
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
@@ -363,6 +379,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 f"fixed-kernel speedups {fixed}",  # here too: a run cut short still shows the levels it finished
                 flush=True,
             )
+            print(f"  device slots: {json.dumps(level['slots'])}", flush=True)
             for error in level["errors"]:
                 print(error, file=sys.stderr)
             for failure in level["failures"]:  # what a failed cycle's stage said (the first few)
@@ -463,6 +480,14 @@ def print_table(report: dict[str, Any]) -> None:
             f"{_fmt(lv['fixed_vs_1env'], '+.1%')} | {_fmt(lv.get('env_rss_mb_median'), '.0f')} | "
             f"{_fmt(lv.get('server_rss_mb'), '.0f')} |"
         )
+    for lv in report["levels"]:
+        slots = lv["slots"]
+        if slots.get("exclusive_s_by_label"):
+            held = ", ".join(f"{k} {v:.1f} s" for k, v in slots["exclusive_s_by_label"].items())
+            print(
+                f"\n{lv['envs']} envs: the timing slot held for {held}; a shared slot (checks, loads) held "
+                f"{_fmt(slots.get('shared_busy_share'), '.0%')} of the wall time"
+            )
     print("\nIssue 6 targets (cuda, one H200): >= 1,500 cycles/hour at 16 envs; fixed-kernel speedup within 2%.")
     print(
         "Issue 20 targets (cuda, one H200, 16 and 64 envs): >= 6,000 cycles/hour, never fewer at more envs, the timing "

@@ -186,3 +186,29 @@ def test_compare_cost_times_the_library_and_the_plain_rules(tmp_path: Path) -> N
     report = json.loads(out.read_text())
     assert [r["numel"] for r in report["rows"]] == [4096, 65536]
     assert all(v > 0 for r in report["rows"] for v in r.values())
+
+
+def test_throughput_accounts_the_device_slots_by_what_held_them() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import throughput
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+
+    def slot(mode: str, label: str, acquired: float, released: float) -> dict[str, object]:
+        times = {"acquired_at": acquired, "released_at": released, "waited_s": 0.5}
+        return {"mode": mode, "label": label, "key": "gpu", **times}
+
+    entries = [
+        slot("exclusive", "candidate", 1.0, 3.0),
+        slot("exclusive", "calibration", 4.0, 4.5),
+        slot("exclusive", "candidate", 5.0, 6.0),
+        slot("exclusive", "candidate", 12.0, 13.0),  # after the level: not counted
+        slot("shared", "check", 6.0, 8.0),
+        slot("shared", "inputs", 7.0, 9.0),  # overlaps the check: the union counts once
+    ]
+    stats = throughput.slot_stats(entries, 0.0, 10.0)
+    assert stats["slots"] == 3 and stats["busy_share"] == pytest.approx(0.35)
+    assert stats["exclusive_s_by_label"] == pytest.approx({"candidate": 3.0, "calibration": 0.5})
+    assert list(stats["exclusive_s_by_label"]) == ["candidate", "calibration"]  # the largest first
+    assert stats["shared_busy_share"] == pytest.approx(0.3)
