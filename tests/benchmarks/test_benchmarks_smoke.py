@@ -73,6 +73,8 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
         assert len(level["fixed_speedups"]) >= 2  # the level went on until env 0 had timed the kernel twice
         assert level["slots"]["slots"] >= level["cycles"]  # every profile took the timing slot
         assert level["slots"]["overlap_s"] == 0.0
+        assert {"calibration", "candidate"} <= set(level["slots"]["exclusive_s_by_label"])  # what held it, in s
+    assert "envs: the timing slot held for " in stdout
 
 
 def test_throughput_runs_envs_through_the_machine_pool(tmp_path: Path, cache_dir: Path) -> None:
