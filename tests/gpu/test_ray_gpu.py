@@ -82,5 +82,5 @@ def test_a_cuda_worker_admits_evaluators_by_the_devices_memory(gpu_cluster: None
         results = [future.result() for future in pool.submit_many(jobs)]
         stats = ray.get(pool.workers.handles[0].actor.stats.remote())
     assert [r.status for r in results] == [Status.OK] * len(jobs), [r.message for r in results]
-    assert stats.done == len(jobs) and stats.failed == 0
-    assert stats.evaluators.created < len(jobs)  # shared by the jobs of a task, not one per job
+    assert stats.done == len(jobs) and stats.failed == 0, stats
+    assert stats.evaluators.created < len(jobs), stats  # shared by the jobs of a task, not one per job
