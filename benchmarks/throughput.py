@@ -296,7 +296,8 @@ def slot_stats(entries: list[dict[str, Any]], start: float, end: float) -> dict[
     held = sum(e["released_at"] - e["acquired_at"] for e in chosen)
     by_label: dict[str, float] = {}
     for e in chosen:
-        by_label[e.get("label") or "?"] = by_label.get(e.get("label") or "?", 0.0) + e["released_at"] - e["acquired_at"]
+        label = e.get("label") or "?"
+        by_label[label] = by_label.get(label, 0.0) + e["released_at"] - e["acquired_at"]
     shared = [e for e in entries if e["mode"] == "shared" and start <= e["acquired_at"] <= end]
     return {
         "slots": len(chosen),
