@@ -147,6 +147,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
                 candidate_ms=result.get("candidate_ms"),
                 speedup_eager=result.get("speedup_eager"),
                 message=said,
+                profile_parts=profile_parts(result),
             )
             cycles.append(row)
         queue.put({"index": index, "task": task_id, "cycles": cycles, "rss_mb": [setup_rss, resident_mb(os.getpid())]})
@@ -156,6 +157,33 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
         if index == 0:
             fixed_done.set()  # whatever happened, the others stop waiting for env 0
         env.close()
+
+
+# of the trusted clock's figures of a profile (``ProfileResult.clock``), the seconds of its timing phase by part
+CLOCK_PARTS = ("warmup_s", "checks_s", "eager_s")
+
+
+def profile_parts(result: dict[str, Any]) -> dict[str, float]:
+    """Where a profile's seconds went: its phases (``ProfileResult.phases``: calibration, the candidate's load, the
+    timing, the baselines, ...) and, inside the timing, the warm-up, the output comparisons and eager's samples, with
+    the clock's handshakes and timed repetitions (empty for a result that is not a profile's)."""
+    if result.get("stage") != "profile":
+        return {}
+    parts = {name: float(seconds) for name, seconds in result.get("phases") or ()}
+    clock = result.get("clock") or {}
+    parts.update({f"timing.{name}": float(clock[name]) for name in CLOCK_PARTS if clock.get(name) is not None})
+    parts["handshakes"] = float(clock.get("handshakes") or 0)
+    parts["reps"] = float(result.get("repetitions") or 0)
+    return parts
+
+
+def parts_median(rows: list[dict[str, Any]]) -> dict[str, float]:
+    """The median of each part of :func:`profile_parts` over the cycles that have it."""
+    names = dict.fromkeys(name for row in rows for name in row.get("profile_parts") or {})
+    return {
+        name: round(statistics.median(row["profile_parts"][name] for row in rows if name in row["profile_parts"]), 4)
+        for name in names
+    }
 
 
 def resident_mb(pid: int) -> float:
@@ -267,6 +295,8 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         "cycles_per_hour": len(ok) / wall * 3600 if wall > 0 else 0.0,
         "cycle_s_median": statistics.median(sum(c[f"{s}_s"] for s in STAGES) for c in ok) if ok else None,
         "stage_s_median": {s: statistics.median(c[f"{s}_s"] for c in ok) for s in STAGES} if ok else {},
+        # where a profile's seconds went (the median of each part over the level's cycles; ``profile_parts``)
+        "profile_parts_median": parts_median(ok),
         "fixed_speedup": statistics.median(c["speedup_eager"] for c in fixed_rows) if fixed_rows else None,
         "fixed_candidate_ms": statistics.median(c["candidate_ms"] for c in fixed_rows) if fixed_rows else None,
         # every cycle's own speedup: the spread at one env is the noise a load effect has to stand out from
@@ -381,6 +411,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 flush=True,
             )
             print(f"  device slots: {json.dumps(level['slots'])}", flush=True)
+            print(f"  profile parts (median s): {json.dumps(level['profile_parts_median'])}", flush=True)
             for error in level["errors"]:
                 print(error, file=sys.stderr)
             for failure in level["failures"]:  # what a failed cycle's stage said (the first few)
@@ -489,6 +520,9 @@ def print_table(report: dict[str, Any]) -> None:
                 f"\n{lv['envs']} envs: the timing slot held for {held}; a shared slot (checks, loads) held "
                 f"{_fmt(slots.get('shared_busy_share'), '.0%')} of the wall time"
             )
+        if lv.get("profile_parts_median"):
+            parts = ", ".join(f"{k} {v:g}" for k, v in lv["profile_parts_median"].items())
+            print(f"{lv['envs']} envs: a profile's parts (median s; handshakes and reps as counts): {parts}")
     print("\nIssue 6 targets (cuda, one H200): >= 1,500 cycles/hour at 16 envs; fixed-kernel speedup within 2%.")
     print(
         "Issue 20 targets (cuda, one H200, 16 and 64 envs): >= 6,000 cycles/hour, never fewer at more envs, the timing "

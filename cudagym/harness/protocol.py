@@ -209,6 +209,11 @@ class Timed(Reply):
     observed: Observation = dataclasses.field(default_factory=Observation)
     sampled: Samples | None = None
     run_time_us: RunTime | None = None
+    # where the timing's seconds went, on the reference's own clock: the warm-up handshakes (checks included), the
+    # comparisons of outputs with the reference's (warm-up and timed), and eager timed beside the candidate
+    warmup_s: float = 0.0
+    checks_s: float = 0.0
+    eager_s: float = 0.0
     silent: str = ""
 
 

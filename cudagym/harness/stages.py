@@ -122,6 +122,9 @@ class Timing:
         self.quickened = 0  # cuda: timed handshakes whose clock phases were clearly shorter than calibrated
         self.handshakes = 0
         self.queued = 0  # cuda: timed handshakes whose calls the candidate had queued before the go
+        self.warmup_s = 0.0
+        self.checks_s = 0.0
+        self.eager_s = 0.0
 
     def _one(self, calls: int, *, check_all: bool) -> list[float] | None:
         """One handshake of ``calls`` calls on fresh inputs, every call compared (``check_all``) or a random share;
@@ -137,7 +140,9 @@ class Timing:
             return None
         for k in range(calls):
             if check_all or secrets.randbelow(1_000_000) < WARM_UP_CHECK_SHARE * 1_000_000:
+                began = time.perf_counter()
                 check = clock.check(record, k, self.atol, self.rtol, self.checked, self.precision)
+                self.checks_s += time.perf_counter() - began
                 self.checked += 1
                 if not check.passed or check.inputs_unchanged is False:
                     self.failure = check
@@ -153,6 +158,7 @@ class Timing:
 
     def _eager_sample(self) -> None:
         """Eager PyTorch timed a few times on the fresh inputs of set 0, by the baselines' own method."""
+        began = time.perf_counter()
         inputs = self.clock.staging[0]
         quick = dataclasses.replace(
             self.config,
@@ -165,6 +171,7 @@ class Timing:
         )
         stats = time_callable(lambda: self.eager(*inputs), self.clock.device, quick)
         self.eager_ms.append(stats.median_ms)
+        self.eager_s += time.perf_counter() - began
 
     def run(self) -> Timed:
         config = self.config
@@ -178,7 +185,9 @@ class Timing:
             return got[0] / 1e3
 
         try:
+            began = time.perf_counter()
             warm_up(warm, config, until_settled=self.clock.cuda)
+            self.warmup_s = time.perf_counter() - began
             calls = self._calls_per_handshake(statistics.median(times[-5:]))
             timed: list[float] = []
             start = time.perf_counter()
@@ -246,6 +255,9 @@ class Timing:
             )
             if self.ran
             else None,
+            warmup_s=round(self.warmup_s, 4),
+            checks_s=round(self.checks_s, 4),
+            eager_s=round(self.eager_s, 4),
         )
 
     def _method(self, calls: int) -> str:

@@ -38,6 +38,9 @@ CLOCK_FIELDS = (
     "calibration_disturbed",
     "times_ms",
     "run_time_us",
+    "warmup_s",
+    "checks_s",
+    "eager_s",
 )
 
 

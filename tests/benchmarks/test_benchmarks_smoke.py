@@ -74,7 +74,11 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
         assert level["slots"]["slots"] >= level["cycles"]  # every profile took the timing slot
         assert level["slots"]["overlap_s"] == 0.0
         assert {"calibration", "candidate"} <= set(level["slots"]["exclusive_s_by_label"])  # what held it, in s
-    assert "envs: the timing slot held for " in stdout
+        parts = level["profile_parts_median"]  # where a profile's seconds went, the timing's by part
+        assert {"calibration", "timing", "timing.warmup_s", "timing.checks_s", "timing.eager_s"} <= set(parts), parts
+        assert 0 < parts["timing.warmup_s"] < parts["timing"] and 0 < parts["timing.checks_s"] < parts["timing"]
+        assert parts["reps"] >= 1 and parts["handshakes"] > parts["reps"]  # the warm-up's handshakes and the timed ones
+    assert "envs: the timing slot held for " in stdout and "envs: a profile's parts (median s" in stdout
 
 
 def test_throughput_runs_envs_through_the_machine_pool(tmp_path: Path, cache_dir: Path) -> None:
