@@ -1,12 +1,17 @@
 """What the reference's comparison of one output costs: ``compare_outputs`` (the task's tolerance) and
-``compare_precision`` (the float64 bound), beside the same rules written as plain tensor expressions.
+``compare_precision`` (the float64 bound), beside the library's full path alone (the whole output at once, as a
+failing output is described) and the same rules written as plain tensor expressions.
 
     python benchmarks/compare_cost.py --sizes 1048576,6291456 --runs 5 --threads 1
+    python benchmarks/compare_cost.py --device cuda --sizes 16777216,536870912 --runs 5
 
 Every verify check and every checked timed call runs both on the candidate's output in the reference process, so on
 the cpu backend, whose outputs are tens of MB, their passes over memory are much of a stage's time. For each size
-(float32 elements, a ReLU's output against its float64 twin) the table gives the median milliseconds of ``--runs``
-runs of each, in this process with ``--threads`` torch threads, and the plain expressions over the library's.
+(float32 elements, a ReLU's output against its float64 twin, on ``--device``) the table gives the median
+milliseconds of ``--runs`` runs of each, in this process with ``--threads`` torch threads: the library as a passing
+output takes it (chunk by chunk, ``compare.CHUNK_ELEMENTS``), its full path, and the plain expressions, with the
+last two over the first. On cuda every run ends with the device synchronized. OpenMP's threads wait asleep, as in the
+reference process (``OMP_WAIT_POLICY=PASSIVE`` unless set).
 """
 
 from __future__ import annotations
@@ -14,14 +19,18 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# the reference process's OpenMP threads sleep while they wait (``cudagym.sandbox``): time the comparison alike
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 
+from cudagym.harness import compare
 from cudagym.harness.compare import (
     PRECISION_FLOOR_ULPS,
     PRECISION_MARGIN,
@@ -53,27 +62,53 @@ def plain_precision(exp32: Any, exp64: Any, act: Any) -> float:
     return float(err.max()) / bound
 
 
-def median_ms(fn: Callable[[], Any], runs: int) -> float:
-    fn()
-    times = []
-    for _ in range(runs):
+def median_ms(fn: Callable[[], Any], runs: int, device: str = "cpu") -> float:
+    def timed() -> float:
         start = time.perf_counter()
         fn()
-        times.append((time.perf_counter() - start) * 1e3)
-    return statistics.median(times)
+        if device == "cuda":
+            torch.cuda.synchronize()
+        return (time.perf_counter() - start) * 1e3
+
+    timed()
+    return statistics.median(timed() for _ in range(runs))
 
 
-def measure(numel: int, runs: int) -> dict[str, float]:
+def full_path(fn: Callable[[], Any]) -> Callable[[], Any]:
+    """``fn`` with the library's chunked passes of a passing output turned off: the whole output at once."""
+
+    def run() -> Any:
+        saved = compare._passing_figures, compare._within_bound
+        compare._passing_figures = compare._within_bound = lambda *args: None  # type: ignore[assignment]
+        try:
+            return fn()
+        finally:
+            compare._passing_figures, compare._within_bound = saved
+
+    return run
+
+
+def measure(numel: int, runs: int, device: str = "cpu") -> dict[str, float]:
     """One size's row: a ReLU output against its float64 twin, the candidate's a few ulp off."""
-    x = torch.randn(numel, generator=torch.Generator().manual_seed(0))
+    x = torch.randn(numel, generator=torch.Generator().manual_seed(0)).to(device)
     exp32, exp64 = torch.relu(x), torch.relu(x.double())
-    act = exp32 + 1e-7 * torch.randn(numel, generator=torch.Generator().manual_seed(1))
+    act = exp32 + 1e-7 * torch.randn(numel, generator=torch.Generator().manual_seed(1)).to(device)
+    del x
+
+    def tolerance() -> Any:
+        return compare_outputs(exp32, act, 1e-2, 1e-2, 0)
+
+    def precision() -> Any:
+        return compare_precision(exp32, exp64, act, "fp32")
+
     return {
         "numel": numel,
-        "tolerance_ms": median_ms(lambda: compare_outputs(exp32, act, 1e-2, 1e-2, 0), runs),
-        "plain_tolerance_ms": median_ms(lambda: plain_tolerance(exp32, act, 1e-2, 1e-2), runs),
-        "precision_ms": median_ms(lambda: compare_precision(exp32, exp64, act, "fp32"), runs),
-        "plain_precision_ms": median_ms(lambda: plain_precision(exp32, exp64, act), runs),
+        "tolerance_ms": median_ms(tolerance, runs, device),
+        "full_tolerance_ms": median_ms(full_path(tolerance), runs, device),
+        "plain_tolerance_ms": median_ms(lambda: plain_tolerance(exp32, act, 1e-2, 1e-2), runs, device),
+        "precision_ms": median_ms(precision, runs, device),
+        "full_precision_ms": median_ms(full_path(precision), runs, device),
+        "plain_precision_ms": median_ms(lambda: plain_precision(exp32, exp64, act), runs, device),
     }
 
 
@@ -82,21 +117,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="1048576,6291456", help="comma list of output sizes (float32 elements)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--threads", type=int, default=1, help="torch threads (the reference's own count on cpu)")
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu", choices=("cpu", "cuda"))
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = [measure(int(size), args.runs) for size in args.sizes.split(",")]
-    print(f"The reference's comparison of one float32 output, {args.threads} torch thread(s), median of {args.runs}")
-    print("| elements | tolerance ms | plain | plain / library | float64 bound ms | plain | plain / library |")
+    rows = [measure(int(size), args.runs, args.device) for size in args.sizes.split(",")]
+    print(
+        f"The reference's comparison of one float32 output on {args.device}, {args.threads} torch thread(s), "
+        f"median of {args.runs} (ms; full: the whole output at once; the ratios over the library's)"
+    )
+    print("| elements | tolerance | full | plain | float64 bound | full | plain |")
     print("|---|---|---|---|---|---|---|")
     for r in rows:
+        tol, pre = r["tolerance_ms"], r["precision_ms"]
         print(
-            f"| {r['numel']} | {r['tolerance_ms']:.1f} | {r['plain_tolerance_ms']:.1f} | "
-            f"{r['plain_tolerance_ms'] / r['tolerance_ms']:.2f}x | {r['precision_ms']:.1f} | "
-            f"{r['plain_precision_ms']:.1f} | {r['plain_precision_ms'] / r['precision_ms']:.2f}x |"
+            f"| {r['numel']} | {tol:.1f} | {r['full_tolerance_ms']:.1f} ({r['full_tolerance_ms'] / tol:.2f}x) | "
+            f"{r['plain_tolerance_ms']:.1f} ({r['plain_tolerance_ms'] / tol:.2f}x) | {pre:.1f} | "
+            f"{r['full_precision_ms']:.1f} ({r['full_precision_ms'] / pre:.2f}x) | "
+            f"{r['plain_precision_ms']:.1f} ({r['plain_precision_ms'] / pre:.2f}x) |"
         )
     if args.json:
-        Path(args.json).write_text(json.dumps({"threads": args.threads, "runs": args.runs, "rows": rows}, indent=1))
+        report = {"threads": args.threads, "runs": args.runs, "device": args.device, "rows": rows}
+        Path(args.json).write_text(json.dumps(report, indent=1))
     return 0
 
 

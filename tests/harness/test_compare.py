@@ -16,6 +16,7 @@ import sys
 import pytest
 import torch
 
+from cudagym.harness import compare
 from cudagym.harness.compare import (
     PRECISION_FLOOR_ULPS,
     PRECISION_MARGIN,
@@ -236,3 +237,80 @@ def test_the_reference_builds_its_float64_twin_on_first_use_only_for_fp32_and_dr
     assert report["twin"] == ["torch.float64", True, True]
     assert report["bf16"] == [True, "the task computes in torch.bfloat16, not float32"]
     assert report["unrunnable"][0] and report["unrunnable"][1].startswith("TypeError: float32 only")
+
+
+def _full_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only the full comparison: what the chunked passes of a passing output must equal field for field."""
+    monkeypatch.setattr(compare, "_passing_figures", lambda *args: None)
+    monkeypatch.setattr(compare, "_within_bound", lambda *args: None)
+
+
+def _outputs(case: str) -> tuple[torch.Tensor, torch.Tensor]:
+    """A reference output and a candidate's that passes (or, for the failing cases, does not) at atol = rtol = 1e-3."""
+    gen = torch.Generator().manual_seed(5)
+    exp = torch.randn(3, 1000, generator=gen)
+    act = exp + torch.randn(3, 1000, generator=gen) * 1e-4
+    if case == "ties":  # the largest excess in several chunks: the first element holding it is the worst
+        act = exp.clone()
+        act.view(-1)[[130, 1700, 2999]] = exp.view(-1)[[130, 1700, 2999]] + 5e-4
+        exp.view(-1)[[130, 1700, 2999]] = 0.0
+        act.view(-1)[[130, 1700, 2999]] = 5e-4
+    elif case == "signed zeros":
+        exp.view(-1)[::7], act.view(-1)[::7] = 0.0, -0.0
+    elif case == "transposed":  # not contiguous: one part, the flat order still the logical one
+        exp, act = exp.t(), act.t()
+    elif case == "half":
+        exp, act = exp.half(), act.half()
+    elif case == "double":
+        exp, act = exp.double(), act.double()
+    elif case == "scalar":
+        exp, act = exp[0, 0], act[0, 0]
+    elif case == "mismatch":
+        act.view(-1)[2500] += 1.0
+    elif case == "nan":
+        act.view(-1)[40] = float("nan")
+    elif case == "inf":
+        act.view(-1)[41] = float("inf")
+    return exp, act
+
+
+@pytest.mark.parametrize(
+    "case", ["noise", "ties", "signed zeros", "transposed", "half", "double", "scalar", "mismatch", "nan", "inf"]
+)
+def test_the_chunked_passes_give_the_full_comparisons_fields(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    exp, act = _outputs(case)
+    monkeypatch.setitem(compare.CHUNK_ELEMENTS, "cpu", 256)  # a dozen parts, the last one short
+    chunked = compare_tensor(exp, act, 1e-3, 1e-3)
+    _full_path(monkeypatch)
+    assert json.dumps(chunked, sort_keys=True) == json.dumps(compare_tensor(exp, act, 1e-3, 1e-3), sort_keys=True)
+    assert chunked["passed"] == (case not in ("mismatch", "nan", "inf"))
+    if case == "ties":
+        assert chunked["worst_index"] == [0, 130]
+
+
+@pytest.mark.parametrize("case", ["close", "below", "tf32", "nonfinite reference", "nan output", "exact"])
+def test_the_chunked_precision_passes_give_the_full_paths_fields(
+    case: str, gemm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _, _, exp32, exp64 = gemm
+    act = exp32 + exp32 * 2e-7
+    if case == "below":  # every error negative: its magnitude is read from the least difference
+        act = (exp64 - exp64.abs() * 3e-6).float()
+    elif case == "tf32":
+        a, b, _, _ = gemm
+        act = _tf32_rounded(a) @ _tf32_rounded(b)
+    elif case == "nonfinite reference":
+        exp64, exp32 = exp64.clone(), exp32.clone()
+        exp64[3, 4], exp32[3, 4], exp64[200, 100] = float("inf"), float("inf"), float("nan")
+    elif case == "nan output":
+        act = act.clone()
+        act[10, 10] = float("nan")
+    elif case == "exact":
+        exp64 = exp64.round()
+        exp32, act = exp64.float(), exp64.float()
+    monkeypatch.setitem(compare.CHUNK_ELEMENTS, "cpu", 1000)
+    chunked = compare_precision([exp32], [exp64], [act], "fp32")
+    _full_path(monkeypatch)
+    full = compare_precision([exp32], [exp64], [act], "fp32")
+    assert json.dumps(chunked, sort_keys=True) == json.dumps(full, sort_keys=True)
+    assert ("passed" in chunked) == (case == "tf32")  # a NaN output is the tolerance check's to fail
