@@ -265,6 +265,8 @@ def _outputs(case: str) -> tuple[torch.Tensor, torch.Tensor]:
         exp, act = exp.double(), act.double()
     elif case == "scalar":
         exp, act = exp[0, 0], act[0, 0]
+    elif case == "complex":
+        exp, act = torch.complex(exp, exp.flip(1)), torch.complex(act, act.flip(1))
     elif case == "mismatch":
         act.view(-1)[2500] += 1.0
     elif case == "nan":
@@ -275,7 +277,8 @@ def _outputs(case: str) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 @pytest.mark.parametrize(
-    "case", ["noise", "ties", "signed zeros", "transposed", "half", "double", "scalar", "mismatch", "nan", "inf"]
+    "case",
+    ["noise", "ties", "signed zeros", "transposed", "half", "double", "scalar", "complex", "mismatch", "nan", "inf"],
 )
 def test_the_chunked_passes_give_the_full_comparisons_fields(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
     exp, act = _outputs(case)
