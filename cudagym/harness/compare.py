@@ -95,12 +95,20 @@ def tolerance_excess(exp: Any, act: Any, atol: float, rtol: float, factor: float
     return _excess((act - exp).abs(), exp, atol, rtol, factor)
 
 
+def _tolerance(exp: Any, atol: float, rtol: float, factor: float = 1.0, out: Any = None) -> Any:
+    """``factor * (atol + rtol * |exp|)``, each element's allowance in every comparison, in ``out`` when given."""
+    import torch
+
+    tolerance = torch.abs(exp, out=out).mul_(rtol).add_(atol)
+    return tolerance.mul_(factor) if factor != 1.0 else tolerance  # times 1.0 changes no value
+
+
 def _excess(err: Any, exp: Any, atol: float, rtol: float, factor: float = 1.0) -> Any:
     """``tolerance_excess`` from the error ``|act - exp|`` already taken (``err``, left as it is): in place on one
     temporary where the error and ``|exp|`` share a dtype (large outputs then cost few passes), the same values."""
     import torch
 
-    tolerance = exp.abs().mul_(rtol).add_(atol).mul_(factor)
+    tolerance = _tolerance(exp, atol, rtol, factor)
     if tolerance.dtype != err.dtype:
         return torch.nan_to_num(err - tolerance, nan=math.inf)
     return tolerance.neg_().add_(err).nan_to_num_(nan=math.inf)
@@ -177,13 +185,13 @@ class _Scratch:
     def __init__(self) -> None:
         self._made: dict[str, Any] = {}
 
-    def __call__(self, name: str, like: Any, dtype: Any = None) -> Any:
+    def __call__(self, name: str, like: Any) -> Any:
+        """A temporary of ``like``'s shape and dtype (contiguous), the one ``name`` made earlier where it fits."""
         import torch
 
-        dtype = dtype or like.dtype
         made = self._made.get(name)
-        if made is None or made.numel() < like.numel() or made.dtype != dtype:
-            made = self._made[name] = torch.empty(like.numel(), dtype=dtype, device=like.device)
+        if made is None or made.numel() < like.numel() or made.dtype != like.dtype:
+            made = self._made[name] = torch.empty(like.numel(), dtype=like.dtype, device=like.device)
         return made[: like.numel()].view(like.shape)
 
 
@@ -198,7 +206,7 @@ def _passing_figures(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, 
 
     def excess_of(e: Any, a: Any) -> tuple[Any, Any]:
         err = torch.sub(a, e, out=scratch("err", e)).abs_()
-        tolerance = torch.abs(e, out=scratch("excess", e)).mul_(rtol).add_(atol)
+        tolerance = _tolerance(e, atol, rtol, out=scratch("excess", e))
         return torch.sub(err, tolerance, out=tolerance), err
 
     parts, worst, largest = [], [], []
