@@ -10,8 +10,10 @@ the cpu backend, whose outputs are tens of MB, their passes over memory are much
 (float32 elements, a ReLU's output against its float64 twin, on ``--device``) the table gives the median
 milliseconds of ``--runs`` runs of each, in this process with ``--threads`` torch threads: the library as a passing
 output takes it (chunk by chunk, ``compare.CHUNK_ELEMENTS``), its full path, and the plain expressions, with the
-last two over the first. On cuda every run ends with the device synchronized. OpenMP's threads wait asleep, as in the
-reference process (``OMP_WAIT_POLICY=PASSIVE`` unless set).
+last two over the first. On cuda the table also gives the library with the reference process's comparison kernels
+(``gpulib``: one read of each tensor, built with nvcc into a temporary folder), the way the clock's checks take a
+float32 output there, and the chunked figure over it. On cuda every run ends with the device synchronized. OpenMP's
+threads wait asleep, as in the reference process (``OMP_WAIT_POLICY=PASSIVE`` unless set).
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import json
 import math
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -30,7 +33,7 @@ from typing import Any
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch
 
-from cudagym.harness import compare
+from cudagym.harness import compare, gpulib
 from cudagym.harness.compare import (
     PRECISION_FLOOR_ULPS,
     PRECISION_MARGIN,
@@ -88,8 +91,9 @@ def full_path(fn: Callable[[], Any]) -> Callable[[], Any]:
     return run
 
 
-def measure(numel: int, runs: int, device: str = "cpu") -> dict[str, float]:
-    """One size's row: a ReLU output against its float64 twin, the candidate's a few ulp off."""
+def measure(numel: int, runs: int, device: str = "cpu", kernels: Any = None) -> dict[str, float | None]:
+    """One size's row: a ReLU output against its float64 twin, the candidate's a few ulp off; ``kernels``: the
+    comparison kernels (``gpulib.GpuLib``) for the columns of the library with them."""
     x = torch.randn(numel, generator=torch.Generator().manual_seed(0)).to(device)
     exp32, exp64 = torch.relu(x), torch.relu(x.double())
     act = exp32 + 1e-7 * torch.randn(numel, generator=torch.Generator().manual_seed(1)).to(device)
@@ -101,7 +105,18 @@ def measure(numel: int, runs: int, device: str = "cpu") -> dict[str, float]:
     def precision() -> Any:
         return compare_precision(exp32, exp64, act, "fp32")
 
+    fused = None
+    if kernels is not None:
+        assert compare_outputs(exp32, act, 1e-2, 1e-2, 0, kernels) == tolerance()  # the same fields, faster
+        assert compare_precision(exp32, exp64, act, "fp32", kernels) == precision()
+        fused = {
+            "kernel_tolerance_ms": median_ms(lambda: compare_outputs(exp32, act, 1e-2, 1e-2, 0, kernels), runs, device),
+            "kernel_precision_ms": median_ms(
+                lambda: compare_precision(exp32, exp64, act, "fp32", kernels), runs, device
+            ),
+        }
     return {
+        **(fused or {"kernel_tolerance_ms": None, "kernel_precision_ms": None}),
         "numel": numel,
         "tolerance_ms": median_ms(tolerance, runs, device),
         "full_tolerance_ms": median_ms(full_path(tolerance), runs, device),
@@ -121,18 +136,31 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    rows = [measure(int(size), args.runs, args.device) for size in args.sizes.split(",")]
+    with tempfile.TemporaryDirectory(prefix="cudagym-compare-cost-") as folder:
+        kernels = None
+        if args.device == "cuda":
+            major, minor = torch.cuda.get_device_capability()
+            kernels = gpulib.GpuLib(gpulib.build(Path(folder), f"sm_{major}{minor}"), torch.cuda.current_device())
+            if not compare.fused_agrees(kernels, "cuda"):
+                raise SystemExit("the comparison kernels disagree with torch on this device")
+        rows = [measure(int(size), args.runs, args.device, kernels) for size in args.sizes.split(",")]
     print(
         f"The reference's comparison of one float32 output on {args.device}, {args.threads} torch thread(s), "
-        f"median of {args.runs} (ms; full: the whole output at once; the ratios over the library's)"
+        f"median of {args.runs} (ms; full: the whole output at once; kernels: with the comparison kernels; the ratios "
+        "over the library's chunked figure)"
     )
-    print("| elements | tolerance | full | plain | float64 bound | full | plain |")
-    print("|---|---|---|---|---|---|---|")
+    print("| elements | tolerance | kernels | full | plain | float64 bound | kernels | full | plain |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         tol, pre = r["tolerance_ms"], r["precision_ms"]
+        kernel_tol, kernel_pre = (
+            "-" if r[key] is None else f"{r[key]:.1f} ({r[key] / base:.2f}x)"
+            for key, base in (("kernel_tolerance_ms", tol), ("kernel_precision_ms", pre))
+        )
         print(
-            f"| {r['numel']} | {tol:.1f} | {r['full_tolerance_ms']:.1f} ({r['full_tolerance_ms'] / tol:.2f}x) | "
-            f"{r['plain_tolerance_ms']:.1f} ({r['plain_tolerance_ms'] / tol:.2f}x) | {pre:.1f} | "
+            f"| {r['numel']} | {tol:.1f} | {kernel_tol} | {r['full_tolerance_ms']:.1f} "
+            f"({r['full_tolerance_ms'] / tol:.2f}x) | {r['plain_tolerance_ms']:.1f} "
+            f"({r['plain_tolerance_ms'] / tol:.2f}x) | {pre:.1f} | {kernel_pre} | "
             f"{r['full_precision_ms']:.1f} ({r['full_precision_ms'] / pre:.2f}x) | "
             f"{r['plain_precision_ms']:.1f} ({r['plain_precision_ms'] / pre:.2f}x) |"
         )

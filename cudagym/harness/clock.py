@@ -37,12 +37,13 @@ import os
 import secrets
 import socket
 import statistics
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
 from . import cputime
-from .compare import check_reply, compare_outputs, compare_precision, flatten, same_values
+from .compare import check_reply, compare_outputs, compare_precision, flatten, fused_agrees, same_values
 from .cputime import Spent, TreeTimes
 from .freezer import Freezer, read_memory, write_memory
 from .gpulib import CudaDriver, GpuLib, device_view
@@ -227,6 +228,7 @@ class Clock:
         self.staging: list[list[Any]] = [list(template) for _ in range(self.max_calls)]
         self.shared, self.specs = self._shared_sets(exchange, template)
         self.gpu: GpuLib | None = None
+        self.fused: GpuLib | None = None  # cuda: the comparison kernels, where they give torch's figures here
         self.driver: CudaDriver | None = None
         self._mapped: dict[str, tuple[int, int]] = {}  # candidate allocation handle -> (address here, size)
         self.wake: socket.socket | None = None
@@ -234,6 +236,7 @@ class Clock:
         if self.cuda:
             self.gpu = GpuLib(gpulib, device)
             self.block.map_for_device(self.gpu)
+            self.fused = self.gpu if _kernels_agree(self.gpu, gpulib, device) else None
             self.flush: Any = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
             seals = self.max_calls * max(1, len(self.templates))
             self.seal_out: Any = torch.zeros(seals, dtype=torch.int64, device=device)
@@ -633,9 +636,9 @@ class Clock:
         if problem:
             fields = check_reply(index, False, problem=problem)
         else:
-            fields = compare_outputs(expected, actual, atol, rtol, index)
+            fields = compare_outputs(expected, actual, atol, rtol, index, self.fused)
             if fields["passed"] and expected64 is not None:
-                fields.update(compare_precision(expected, expected64, actual, precision))
+                fields.update(compare_precision(expected, expected64, actual, precision, self.fused))
             if fields["passed"] and self.cuda and not self._seal_holds(record, call):
                 fields = check_reply(index, False, problem="the output changed after the timed interval ended")
         fields["inputs_unchanged"] = self.inputs_unchanged(record.sets[call])
@@ -829,6 +832,28 @@ class Clock:
         self.shared = self.staging = []
         self.freezer.close()
         self.block.close()
+
+
+_AGREE: dict[tuple[str, str], bool] = {}  # (library, device) -> whether its comparison kernels gave torch's figures
+
+
+def _kernels_agree(gpu: GpuLib, library: str, device: str) -> bool:
+    """Whether the comparison kernels of ``library`` give torch's figures on ``device`` (``compare.fused_agrees``),
+    tried once per process; where they do not, the checks take torch's operations and stderr says so."""
+    key = (str(library), str(device))
+    if key not in _AGREE:
+        try:
+            _AGREE[key] = fused_agrees(gpu, device)
+        except RuntimeError as exc:  # a kernel that did not launch
+            print(f"cudagym: the comparison kernels failed ({exc}); checks take torch's operations", file=sys.stderr)
+            _AGREE[key] = False
+        else:
+            if not _AGREE[key]:
+                print(
+                    "cudagym: the comparison kernels disagree with torch here; checks take torch's operations",
+                    file=sys.stderr,
+                )
+    return _AGREE[key]
 
 
 def set_budget_bytes(device: str) -> int:

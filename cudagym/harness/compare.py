@@ -6,7 +6,7 @@ finiteness, then values within tolerance; for fp32 tasks also the precision of t
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, Protocol
 
 UNIT_ROUNDOFF = {"fp32": 2.0**-24, "tf32": 2.0**-11}
 """The unit roundoff (half an ulp of 1.0) of the arithmetic a precision mode allows: plain fp32 (24-bit significand),
@@ -29,6 +29,21 @@ a chunk is large enough that each operation's wake-up of the reference's sleepin
 (``OMP_WAIT_POLICY=PASSIVE``, ``sandbox.py``) weighs little (``benchmarks/compare_cost.py``)."""
 
 
+class FusedFigures(Protocol):
+    """The figures of a passing comparison in one read of each tensor (``gpulib.GpuLib`` on cuda: the reference
+    process's comparison kernels): each method answers None where it does not take the tensors given, and the
+    torch path answers instead. Maxima do not depend on the order they are taken in, so the figures must be those
+    of torch's operations exactly (``fused_agrees`` checks a device's kernels against them before they are used)."""
+
+    def tolerance(self, exp: Any, act: Any, atol: float, rtol: float) -> tuple[bool, float, int, float] | None:
+        """(an excess is NaN, the largest excess ``tolerance_excess``, the first flat index of it, max |act - exp|)."""
+        ...
+
+    def precision(self, exp32: Any, exp64: Any, act: Any) -> tuple[bool, float, float, float] | None:
+        """(a difference is NaN, max |exp64 - exp32|, max |exp64|, max |act - exp64|), differences in float64."""
+        ...
+
+
 def check_reply(index: int, passed: bool, output: int = 0, **fields: Any) -> dict[str, Any]:
     """The fields of one check (``protocol.Check``)."""
     return {"index": index, "passed": passed, "output": output, **fields}
@@ -44,8 +59,11 @@ def flatten(value: Any) -> list[Any] | None:
     return None
 
 
-def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, index: int) -> dict[str, Any]:
-    """Checks structure, type, shape, dtype, device and finiteness, then values within tolerance."""
+def compare_outputs(
+    expected: Any, actual: Any, atol: float, rtol: float, index: int, fused: FusedFigures | None = None
+) -> dict[str, Any]:
+    """Checks structure, type, shape, dtype, device and finiteness, then values within tolerance (``fused``: see
+    ``compare_tensor``)."""
     import torch
 
     exp_items, act_items = flatten(expected), flatten(actual)
@@ -80,7 +98,7 @@ def compare_outputs(expected: Any, actual: Any, atol: float, rtol: float, index:
             return check_reply(
                 index, False, output=i, problem=f"output {i}: device {act.device.type}, expected {exp.device.type}"
             )
-        result = compare_tensor(exp, act, atol, rtol)
+        result = compare_tensor(exp, act, atol, rtol, fused)
         result["output"] = i
         if not result["passed"]:
             return {"index": index, **result}
@@ -114,11 +132,12 @@ def _excess(err: Any, exp: Any, atol: float, rtol: float, factor: float = 1.0) -
     return tolerance.neg_().add_(err).nan_to_num_(nan=math.inf)
 
 
-def compare_tensor(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, Any]:
+def compare_tensor(exp: Any, act: Any, atol: float, rtol: float, fused: FusedFigures | None = None) -> dict[str, Any]:
     """Elementwise |act - exp| <= atol + rtol * |exp| (NaN/Inf fail), with details of the worst element.
 
     The pass/fail pass runs in the output's own precision; only the reported worst element is read in
-    float64, so checking a large output costs a few passes over it.
+    float64, so checking a large output costs a few passes over it. ``fused``: the figures of a passing output
+    from one read of each tensor where it takes them (``FusedFigures``); the same fields either way.
     """
     import torch
 
@@ -137,7 +156,7 @@ def compare_tensor(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, An
                 actual=float(act.reshape(-1)[flat]),
             )
         return fields
-    passing = None if exp.is_complex() else _passing_figures(exp, act, atol, rtol)  # complex: the full path only
+    passing = None if exp.is_complex() else _passing_figures(exp, act, atol, rtol, fused)  # complex: full path
     if passing is not None:
         return passing
     err = (act - exp).abs()
@@ -195,13 +214,19 @@ class _Scratch:
         return made[: like.numel()].view(like.shape)
 
 
-def _passing_figures(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, Any] | None:
+def _passing_figures(
+    exp: Any, act: Any, atol: float, rtol: float, fused: FusedFigures | None = None
+) -> dict[str, Any] | None:
     """``compare_tensor``'s fields for a floating output where every element passes, in fewer passes over the output
-    (chunk by chunk, ``_chunks``); None where any element fails, for the full comparison to count and describe. The
-    same rule and figures: the error ``|act - exp|`` and the tolerance ``atol + rtol * |exp|`` in the output's dtype,
-    the worst element the first of the largest excess."""
+    (``fused`` where it takes the tensors, else chunk by chunk, ``_chunks``); None where any element fails, for the
+    full comparison to count and describe. The same rule and figures: the error ``|act - exp|`` and the tolerance
+    ``atol + rtol * |exp|`` in the output's dtype, the worst element the first of the largest excess."""
     import torch
 
+    figures = fused.tolerance(exp, act, atol, rtol) if fused is not None else None
+    if figures is not None:
+        nan, excess, flat, largest = figures
+        return None if nan or not excess <= 0 else _passing_fields(exp, act, flat, largest)
     scratch = _Scratch()
 
     def excess_of(e: Any, a: Any) -> tuple[Any, Any]:
@@ -220,12 +245,17 @@ def _passing_figures(exp: Any, act: Any, atol: float, rtol: float) -> dict[str, 
         return None
     offset, e, a = parts[int(torch.argmax(figures))]  # the first part holding the largest excess, then its first
     flat = offset + int(torch.argmax(excess_of(e, a)[0]))
+    return _passing_fields(exp, act, flat, float(torch.stack(largest).max()))
+
+
+def _passing_fields(exp: Any, act: Any, flat: int, largest: float) -> dict[str, Any]:
+    """The fields of a passing comparison whose worst element is at flat index ``flat``, largest error ``largest``."""
     e, a = float(exp.reshape(-1)[flat].double()), float(act.reshape(-1)[flat].double())
     return {
         "passed": True,
         "total": exp.numel(),
         "mismatched": 0,
-        "max_abs_error": float(torch.stack(largest).max()),
+        "max_abs_error": largest,
         "max_rel_error": abs(a - e) / max(abs(e), 1e-12),
         "worst_index": _unravel(flat, exp.shape),
         "expected": e,
@@ -270,14 +300,16 @@ def _bound(exp32: Any, exp64: Any, unit_roundoff: float) -> tuple[float, Any]:
     return PRECISION_MARGIN * max(own, floor, torch.finfo(torch.float32).tiny), finite
 
 
-def compare_precision(expected: Any, expected64: Any, actual: Any, mode: str) -> dict[str, Any]:
+def compare_precision(
+    expected: Any, expected64: Any, actual: Any, mode: str, fused: FusedFigures | None = None
+) -> dict[str, Any]:
     """After ``compare_outputs`` passed: every floating output within ``precision_bound`` of the float64 reference.
 
     ``expected``/``expected64``: the reference's outputs in fp32 and in float64 (same structure); ``actual``: the
     candidate's; ``mode``: "fp32" or "tf32" (``UNIT_ROUNDOFF``). Returns the fields to merge into the check:
     ``precision_ratio``, the largest error over its bound (<= 1 passes), and for a failure ``passed=False`` with the
     worst element and a one-line problem. Outputs the float64 reference does not give in float64 (a model that casts
-    back itself) are left to the tolerance alone.
+    back itself) are left to the tolerance alone. ``fused``: see ``compare_tensor``.
     """
     import torch
 
@@ -288,7 +320,7 @@ def compare_precision(expected: Any, expected64: Any, actual: Any, mode: str) ->
             continue
         if not (isinstance(exp64, torch.Tensor) and exp64.dtype == torch.float64 and exp64.shape == exp32.shape):
             continue
-        within = _within_bound(exp32, exp64, act, UNIT_ROUNDOFF[mode])
+        within = _within_bound(exp32, exp64, act, UNIT_ROUNDOFF[mode], fused)
         if within is not None:
             worst = max(worst, within)
             continue
@@ -303,25 +335,35 @@ def compare_precision(expected: Any, expected64: Any, actual: Any, mode: str) ->
     return {"precision_ratio": worst}
 
 
-def _within_bound(exp32: Any, exp64: Any, act: Any, unit_roundoff: float) -> float | None:
-    """The largest error of ``act`` against ``exp64`` over ``precision_bound``, in fewer passes (chunk by chunk,
-    ``_chunks``; the largest magnitude of a difference read from its least and greatest values), where both
-    references are finite everywhere and the output is within the bound; None otherwise, for the full path to judge
-    and describe."""
+def _within_bound(
+    exp32: Any, exp64: Any, act: Any, unit_roundoff: float, fused: FusedFigures | None = None
+) -> float | None:
+    """The largest error of ``act`` against ``exp64`` over ``precision_bound``, in fewer passes (``fused`` where it
+    takes the tensors, else chunk by chunk, ``_chunks``: the largest magnitude of a difference read from its least
+    and greatest values), where both references are finite everywhere and the output is within the bound; None
+    otherwise, for the full path to judge and describe."""
     import torch
 
-    extremes, scratch = [], _Scratch()
-    for _, (e32, e64, a) in _chunks(exp32, exp64, act):
-        extremes += torch.aminmax(torch.sub(e64, e32, out=scratch("difference", e64)))
-        extremes += torch.aminmax(e64)
-        extremes += torch.aminmax(torch.sub(a, e64, out=scratch("difference", e64)))
-    low_own, high_own, low, high, low_err, high_err = torch.stack(extremes).view(-1, 6).unbind(1)
-    own = float(torch.cat([low_own, high_own]).abs().max())  # NaN or inf where a reference is not finite
+    figures = fused.precision(exp32, exp64, act) if fused is not None else None
+    if figures is not None:
+        nan, own, magnitude, largest = figures
+        if nan:
+            return None
+    else:
+        extremes, scratch = [], _Scratch()
+        for _, (e32, e64, a) in _chunks(exp32, exp64, act):
+            extremes += torch.aminmax(torch.sub(e64, e32, out=scratch("difference", e64)))
+            extremes += torch.aminmax(e64)
+            extremes += torch.aminmax(torch.sub(a, e64, out=scratch("difference", e64)))
+        low_own, high_own, low, high, low_err, high_err = torch.stack(extremes).view(-1, 6).unbind(1)
+        own = float(torch.cat([low_own, high_own]).abs().max())  # NaN or inf where a reference is not finite
+        magnitude = max(float(high.max()), -float(low.min()))
+        largest = float(torch.cat([low_err, high_err]).abs().max())
     if not math.isfinite(own):
         return None
-    floor = PRECISION_FLOOR_ULPS * unit_roundoff * max(float(high.max()), -float(low.min()))
-    bound = PRECISION_MARGIN * max(own, floor, torch.finfo(torch.float32).tiny)
-    largest = float(torch.cat([low_err, high_err]).abs().max())
+    bound = PRECISION_MARGIN * max(
+        own, PRECISION_FLOOR_ULPS * unit_roundoff * magnitude, torch.finfo(torch.float32).tiny
+    )
     if not largest <= bound:  # beyond the bound, or NaN
         return None
     return largest / bound
@@ -359,6 +401,40 @@ def _unravel(flat: int, shape: Any) -> list[int]:
         index.append(flat % size if size else 0)
         flat = flat // size if size else 0
     return list(reversed(index))
+
+
+def fused_agrees(fused: FusedFigures, device: str, length: int = 3 * (1 << 20) + 17) -> bool:
+    """Whether ``fused`` gives exactly the fields of the torch path on ``device`` over outputs made to test it: an odd
+    length with two elements tied for the largest excess, signed zeros, and outputs that fail the tolerance (one
+    element off, NaN, inf) or the precision bound (pass the tolerance with TF32-sized errors). A device whose
+    kernels disagree anywhere keeps the torch path (``clock.py``). ``length``: of the outputs, at least 16."""
+    import torch
+
+    generator = torch.Generator(device=device).manual_seed(20261208)
+    n = length
+    exp = torch.randn(n, generator=generator, device=device)
+    exp[5] = exp[n - 3] = 0.0
+    exp[7], exp[11] = -0.0, 0.0
+    act = exp + torch.randn(n, generator=generator, device=device) * 1e-6
+    act[5] = act[n - 3] = 5e-5  # the largest excess, twice: the first index is the worst
+    act[7], act[11] = 0.0, -0.0
+    off, nan, inf = act.clone(), act.clone(), act.clone()
+    off[n // 2] += 1.0
+    nan[n - 1] = math.nan
+    inf[3] = math.inf
+    # the fp32 reference's own error well above the floor: the bound is its multiple, which an output may near
+    exp64 = exp.double() + torch.randn(n, generator=generator, device=device, dtype=torch.float64) * 1e-5
+    near = exp64.float() + torch.randn(n, generator=generator, device=device) * 1e-4
+    coarse = exp + exp * torch.randn(n, generator=generator, device=device) * 2.0**-11  # TF32-sized errors
+    for actual in (act, off, nan, inf, exp.clone(), near, coarse):
+        for atol, rtol in ((1e-4, 1e-3), (0.0, 0.0), (1e-2, 1e-2)):
+            if repr(compare_tensor(exp, actual, atol, rtol, fused)) != repr(compare_tensor(exp, actual, atol, rtol)):
+                return False
+        for mode in ("fp32", "tf32"):
+            plain = compare_precision(exp, exp64, actual, mode)
+            if repr(compare_precision(exp, exp64, actual, mode, fused)) != repr(plain):
+                return False
+    return True
 
 
 def same_values(a: Any, b: Any) -> bool:

@@ -14,6 +14,10 @@ Kernels (built once per cache directory and architecture with nvcc, loaded with 
   candidate after the interval, changes the digest, and without the key (fresh for every handshake) no change can
   be made that keeps it.
 * **fill**: writes a byte pattern over a range (poisoning outputs through a mapping).
+* **tolerance** and **precision**: the figures of the trusted comparison of a float32 output (``compare.py``) in one
+  read of each tensor, where torch's operations take several passes and temporaries: the largest excess over the
+  tolerance with the first element that holds it and the largest error; the largest differences from the float64
+  reference. Maxima are exact whatever the order of the reduction, so the figures are torch's, element for element.
 
 Stream waits (``libcuda``'s ``cuStreamWaitValue32`` through ctypes): a stream stops until a word of memory mapped for
 the device reaches a value, without occupying an SM, so that the other process's context has the GPU meanwhile. The
@@ -33,6 +37,7 @@ import base64
 import ctypes
 import hashlib
 import os
+import struct
 import subprocess
 import tempfile
 from pathlib import Path
@@ -97,6 +102,87 @@ __global__ void cudagym_fill_kernel(unsigned char* where, unsigned long long byt
     where[i] = (unsigned char)(pattern >> (8 * (i & 3)));
 }
 
+// a float's bits as an unsigned integer of the same order (negative below positive); -0 reads as +0, so equal values
+// tie as torch's argmax ties them
+__device__ __forceinline__ unsigned int ordered_bits(float v) {
+  const unsigned int u = __float_as_uint(__fadd_rn(v, 0.0f));
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+__device__ __forceinline__ unsigned long long warp_max(unsigned long long v) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned long long other = __shfl_down_sync(0xffffffffu, v, offset);
+    v = other > v ? other : v;
+  }
+  return v;
+}
+
+// the tolerance figures of a float32 output a against its reference e (n < 2^32 elements, both contiguous), each
+// element's excess |a - e| - (atol + rtol * |e|) rounded step by step as torch's operations round it:
+// out[0]: the largest excess (ordered bits, high word) with the complement of the first index holding it (low word);
+// out[1]: the bits of the largest error |a - e|; out[2]: nonzero where an excess is NaN. out starts zeroed.
+__global__ void cudagym_tolerance_kernel(const float* e, const float* a, unsigned long long n, float atol, float rtol,
+                                         unsigned long long* out) {
+  unsigned long long best = 0, largest = 0, nan = 0;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const float ev = e[i];
+    const float err = fabsf(__fsub_rn(a[i], ev));
+    const float tolerance = __fadd_rn(__fmul_rn(fabsf(ev), rtol), atol);
+    const float excess = __fsub_rn(err, tolerance);
+    if (isnan(excess)) {
+      nan = 1;
+      continue;
+    }
+    const unsigned long long key = ((unsigned long long)ordered_bits(excess) << 32) | (0xFFFFFFFFull - i);
+    best = key > best ? key : best;
+    const unsigned long long bits = __float_as_uint(err);
+    largest = bits > largest ? bits : largest;
+  }
+  best = warp_max(best);
+  largest = warp_max(largest);
+  nan = warp_max(nan);
+  if ((threadIdx.x & 31) == 0) {
+    atomicMax(out, best);
+    atomicMax(out + 1, largest);
+    if (nan) atomicMax(out + 2, nan);
+  }
+}
+
+// the precision figures of a float32 output a against the float64 reference e64 and the float32 one e32 (n elements,
+// all contiguous), differences in float64 as torch takes them: out[0..2] the bits of max |e64 - e32|, max |e64| and
+// max |a - e64| (non-negative doubles order as their bits); out[3] nonzero where any of them is NaN. out starts zeroed.
+__global__ void cudagym_precision_kernel(const float* e32, const double* e64, const float* a, unsigned long long n,
+                                         unsigned long long* out) {
+  unsigned long long own = 0, magnitude = 0, err = 0, nan = 0;
+  const unsigned long long stride = (unsigned long long)gridDim.x * blockDim.x;
+  for (unsigned long long i = (unsigned long long)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += stride) {
+    const double wide = e64[i];
+    const double d_own = fabs(__dsub_rn(wide, (double)e32[i]));
+    const double d_mag = fabs(wide);
+    const double d_err = fabs(__dsub_rn((double)a[i], wide));
+    if (isnan(d_own) || isnan(d_mag) || isnan(d_err)) {
+      nan = 1;
+      continue;
+    }
+    const unsigned long long b_own = __double_as_longlong(d_own), b_mag = __double_as_longlong(d_mag);
+    const unsigned long long b_err = __double_as_longlong(d_err);
+    own = b_own > own ? b_own : own;
+    magnitude = b_mag > magnitude ? b_mag : magnitude;
+    err = b_err > err ? b_err : err;
+  }
+  own = warp_max(own);
+  magnitude = warp_max(magnitude);
+  err = warp_max(err);
+  nan = warp_max(nan);
+  if ((threadIdx.x & 31) == 0) {
+    atomicMax(out, own);
+    atomicMax(out + 1, magnitude);
+    atomicMax(out + 2, err);
+    if (nan) atomicMax(out + 3, nan);
+  }
+}
+
 extern "C" {
 int cudagym_hold(void* stream, unsigned long long ns, int blocks, int threads) {
   cudagym_hold_every_sm<<<blocks, threads, 0, static_cast<cudaStream_t>(stream)>>>(ns);
@@ -130,6 +216,21 @@ int cudagym_fill(void* stream, void* where, unsigned long long bytes, unsigned i
   return static_cast<int>(cudaGetLastError());
 }
 
+int cudagym_tolerance(void* stream, const void* e, const void* a, unsigned long long n, float atol, float rtol,
+                      void* out, int blocks) {
+  cudagym_tolerance_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const float*>(e), static_cast<const float*>(a), n, atol, rtol, static_cast<unsigned long long*>(out));
+  return static_cast<int>(cudaGetLastError());
+}
+
+int cudagym_precision(void* stream, const void* e32, const void* e64, const void* a, unsigned long long n, void* out,
+                      int blocks) {
+  cudagym_precision_kernel<<<blocks, 256, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const float*>(e32), static_cast<const double*>(e64), static_cast<const float*>(a), n,
+      static_cast<unsigned long long*>(out));
+  return static_cast<int>(cudaGetLastError());
+}
+
 int cudagym_register_host(void* host, unsigned long long bytes, void** device) {
   int code = static_cast<int>(cudaHostRegister(host, bytes, cudaHostRegisterMapped | cudaHostRegisterPortable));
   if (code != 0) return code;
@@ -152,6 +253,25 @@ _SIGNATURES: dict[str, list[Any]] = {
         ctypes.c_int,
     ],
     "cudagym_fill": [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_ulonglong, ctypes.c_uint, ctypes.c_int],
+    "cudagym_tolerance": [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_ulonglong,
+        ctypes.c_float,
+        ctypes.c_float,
+        ctypes.c_void_p,
+        ctypes.c_int,
+    ],
+    "cudagym_precision": [
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_ulonglong,
+        ctypes.c_void_p,
+        ctypes.c_int,
+    ],
     "cudagym_register_host": [ctypes.c_void_p, ctypes.c_ulonglong, ctypes.POINTER(ctypes.c_void_p)],
     "cudagym_unregister_host": [ctypes.c_void_p],
 }
@@ -213,6 +333,7 @@ class GpuLib:
         self.threads = next(t for t in (1024, 768, 512, 384, 256, 128, 64, 32) if per_sm % t == 0)
         self.blocks = int(props.multi_processor_count) * (per_sm // self.threads)
         self.streaming_blocks = int(props.multi_processor_count) * 4  # for the hash and the fill
+        self.fused_blocks = int(props.multi_processor_count) * 8  # the comparison's figures: more loads in flight
         self.device = device
         self._wait_value = _driver_function(("cuStreamWaitValue32_v2", "cuStreamWaitValue32"))
         self._wait_value.argtypes = [ctypes.c_void_p, ctypes.c_uint64, ctypes.c_uint32, ctypes.c_uint]
@@ -251,6 +372,49 @@ class GpuLib:
         code = self._lib.cudagym_fill(self._stream(stream), address, nbytes, pattern, self.streaming_blocks)
         self._check(code, "the fill kernel")
 
+    def tolerance(self, exp: Any, act: Any, atol: float, rtol: float) -> tuple[bool, float, int, float] | None:
+        """The tolerance figures of float32 output ``act`` against ``exp`` (``compare.FusedFigures``): whether an
+        excess was NaN, the largest excess, the first flat index holding it, and the largest error; None where the
+        kernel does not take these tensors (``_fusable``)."""
+        torch = self._torch
+        if not _fusable(torch, self.device, torch.float32, exp, act):
+            return None
+        out = torch.zeros(3, dtype=torch.int64, device=exp.device)
+        code = self._lib.cudagym_tolerance(
+            self._stream(), exp.data_ptr(), act.data_ptr(), exp.numel(), atol, rtol, out.data_ptr(), self.fused_blocks
+        )
+        self._check(code, "the tolerance kernel")
+        key, largest, nan = (v & (2**64 - 1) for v in out.tolist())
+        ordered, index = key >> 32, 0xFFFFFFFF - (key & 0xFFFFFFFF)
+        bits = ordered & 0x7FFFFFFF if ordered & 0x80000000 else ~ordered & 0xFFFFFFFF
+        return bool(nan), _float_of(bits), index, _float_of(largest)
+
+    def precision(self, exp32: Any, exp64: Any, act: Any) -> tuple[bool, float, float, float] | None:
+        """The precision figures of float32 output ``act`` (``compare.FusedFigures``): whether a difference was NaN,
+        max |exp64 - exp32|, max |exp64| and max |act - exp64| in float64; None where the kernel does not take these
+        tensors."""
+        torch = self._torch
+        if not (
+            _fusable(torch, self.device, torch.float32, exp32, act)
+            and _fusable(torch, self.device, torch.float64, exp64)
+        ):
+            return None
+        if exp64.shape != exp32.shape:
+            return None
+        out = torch.zeros(4, dtype=torch.int64, device=exp32.device)
+        code = self._lib.cudagym_precision(
+            self._stream(),
+            exp32.data_ptr(),
+            exp64.data_ptr(),
+            act.data_ptr(),
+            exp32.numel(),
+            out.data_ptr(),
+            self.fused_blocks,
+        )
+        self._check(code, "the precision kernel")
+        own, magnitude, err, nan = (v & (2**64 - 1) for v in out.tolist())
+        return bool(nan), _double_of(own), _double_of(magnitude), _double_of(err)
+
     def wait(self, device_address: int, value: int, stream: Any = None) -> None:
         """Makes the stream wait until the 32-bit word at ``device_address`` (host memory mapped for the device)
         reaches ``value`` (``(int32)(word - value) >= 0``): later work of the stream starts only then."""
@@ -265,6 +429,35 @@ class GpuLib:
 
     def unregister_host(self, host_address: int) -> None:
         self._lib.cudagym_unregister_host(host_address)
+
+
+MAX_FUSED_ELEMENTS = 1 << 32  # the tolerance kernel keeps an element's index in 32 bits
+
+
+def _fusable(torch: Any, device: Any, dtype: Any, *tensors: Any) -> bool:
+    """Whether the comparison kernels take ``tensors``: of ``dtype``, contiguous, on ``device``, one shape, not empty
+    and fewer than ``MAX_FUSED_ELEMENTS`` elements."""
+    first = tensors[0]
+    if not 0 < first.numel() < MAX_FUSED_ELEMENTS:
+        return False
+    where = torch.device(device)
+    return all(
+        type(t) is torch.Tensor
+        and t.dtype == dtype
+        and t.is_contiguous()
+        and t.device.type == "cuda"
+        and t.device.index == (where.index if where.index is not None else torch.cuda.current_device())
+        and t.shape == first.shape
+        for t in tensors
+    )
+
+
+def _float_of(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+
+
+def _double_of(bits: int) -> float:
+    return struct.unpack("<d", struct.pack("<Q", bits & (2**64 - 1)))[0]
 
 
 # -- interprocess device memory through the driver --------------------------------------------------------------

@@ -10,6 +10,7 @@ comments).
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 import sys
 
@@ -291,10 +292,8 @@ def test_the_chunked_passes_give_the_full_comparisons_fields(case: str, monkeypa
         assert chunked["worst_index"] == [0, 130]
 
 
-@pytest.mark.parametrize("case", ["close", "below", "tf32", "nonfinite reference", "nan output", "exact"])
-def test_the_chunked_precision_passes_give_the_full_paths_fields(
-    case: str, gemm, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def _precision_case(case: str, gemm) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(the fp32 reference, the float64 one, a candidate's output) of a GEMM for one case of the precision bound."""
     _, _, exp32, exp64 = gemm
     act = exp32 + exp32 * 2e-7
     if case == "below":  # every error negative: its magnitude is read from the least difference
@@ -311,9 +310,88 @@ def test_the_chunked_precision_passes_give_the_full_paths_fields(
     elif case == "exact":
         exp64 = exp64.round()
         exp32, act = exp64.float(), exp64.float()
+    return exp32, exp64, act
+
+
+@pytest.mark.parametrize("case", ["close", "below", "tf32", "nonfinite reference", "nan output", "exact"])
+def test_the_chunked_precision_passes_give_the_full_paths_fields(
+    case: str, gemm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    exp32, exp64, act = _precision_case(case, gemm)
     monkeypatch.setitem(compare.CHUNK_ELEMENTS, "cpu", 1000)
     chunked = compare_precision([exp32], [exp64], [act], "fp32")
     _full_path(monkeypatch)
     full = compare_precision([exp32], [exp64], [act], "fp32")
     assert json.dumps(chunked, sort_keys=True) == json.dumps(full, sort_keys=True)
     assert ("passed" in chunked) == (case == "tf32")  # a NaN output is the tolerance check's to fail
+
+
+class KernelFigures:
+    """The rule of ``gpulib``'s comparison kernels written with torch's operations (each kernel reads every element
+    once; these take passes, the same figures), or one of a faulty kernel's mistakes (``fault``)."""
+
+    def __init__(self, fault: str = "") -> None:
+        self.fault = fault
+
+    def tolerance(self, exp, act, atol, rtol):
+        if not (exp.dtype == act.dtype == torch.float32 and exp.is_contiguous() and act.is_contiguous()):
+            return None
+        e, a = exp.reshape(-1), act.reshape(-1)
+        if self.fault == "misses the last element":
+            e, a = e[:-1], a[:-1]
+        err = (a - e).abs()
+        excess = err - e.abs().mul(rtol).add(atol)
+        nan = excess.isnan()
+        if bool(nan.all()):
+            return True, math.nan, 0, math.nan
+        largest = excess[~nan].max()
+        holding = (excess == largest).nonzero().view(-1)  # -0 equals +0, as the kernel's ordering has it
+        first = int(holding[-1 if self.fault == "last of the ties" else 0])
+        flagged = bool(nan.any()) and self.fault != "no NaN flag"
+        return flagged, float(largest), first, float(err[~nan].max())
+
+    def precision(self, exp32, exp64, act):
+        if not (exp32.dtype == act.dtype == torch.float32 and exp64.dtype == torch.float64):
+            return None
+        if not (exp32.is_contiguous() and exp64.is_contiguous() and act.is_contiguous()):
+            return None
+        e32, e64, a = exp32.reshape(-1), exp64.reshape(-1), act.reshape(-1)
+        own = (e64 - e32.double()).abs()
+        if self.fault == "doubles the own error":  # a looser bound
+            own = own * 2
+        magnitude, err = e64.abs(), (a.double() - e64).abs()
+        nan = own.isnan() | magnitude.isnan() | err.isnan()
+        if bool(nan.all()):
+            return True, 0.0, 0.0, 0.0
+        figures = (float(t[~nan].max()) for t in (own, magnitude, err))
+        return (bool(nan.any()), *figures)
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["noise", "ties", "signed zeros", "transposed", "half", "double", "scalar", "complex", "mismatch", "nan", "inf"],
+)
+def test_fused_figures_give_the_full_comparisons_fields(case: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    exp, act = _outputs(case)
+    fused = compare_tensor(exp, act, 1e-3, 1e-3, KernelFigures())
+    _full_path(monkeypatch)
+    assert json.dumps(fused, sort_keys=True) == json.dumps(compare_tensor(exp, act, 1e-3, 1e-3), sort_keys=True)
+    if case == "ties":
+        assert fused["worst_index"] == [0, 130]
+
+
+@pytest.mark.parametrize("case", ["close", "below", "tf32", "nonfinite reference", "nan output", "exact"])
+def test_fused_precision_figures_give_the_full_paths_fields(case: str, gemm, monkeypatch: pytest.MonkeyPatch) -> None:
+    exp32, exp64, act = _precision_case(case, gemm)
+    fused = compare_precision([exp32], [exp64], [act], "fp32", KernelFigures())
+    _full_path(monkeypatch)
+    full = compare_precision([exp32], [exp64], [act], "fp32")
+    assert json.dumps(fused, sort_keys=True) == json.dumps(full, sort_keys=True)
+
+
+def test_a_kernel_that_gives_torchs_figures_is_trusted_and_a_faulty_one_is_not() -> None:
+    """The self-check each reference process runs before its comparisons use the device's kernels (``clock.py``)."""
+    assert compare.fused_agrees(KernelFigures(), "cpu", length=4099)
+    # a kernel stricter than torch only sends outputs to the full path; these would pass or describe them otherwise
+    for fault in ("misses the last element", "last of the ties", "no NaN flag", "doubles the own error"):
+        assert not compare.fused_agrees(KernelFigures(fault), "cpu", length=4099), fault
