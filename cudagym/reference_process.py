@@ -21,7 +21,7 @@ from cudagym.harness.protocol import (
     decode_reply,
     encode_request,
 )
-from cudagym.sandbox import Child
+from cudagym.sandbox import Child, signal_name
 
 if TYPE_CHECKING:
     from cudagym.eval_config import EvalConfig
@@ -77,7 +77,7 @@ class ReferenceProcess:
         self.child.send(encode_request(request))
         raw = self.child.receive(time.monotonic() + (timeout or self.timeout))
         if raw is None:
-            detail = self.child.output.text(wait=0.1)[-3000:] if not self.child.alive else "no reply in time"
+            detail = "no reply in time" if self.child.alive else self._ending()
             self.child.kill()
             raise RuntimeError(f"reference process failed during {command}: {detail}")
         try:
@@ -89,6 +89,15 @@ class ReferenceProcess:
             message = reply.error.message.strip().splitlines()
             raise RuntimeError(f"reference {command} failed: {reply.error.type}: {message[0][:500] if message else ''}")
         return reply
+
+    def _ending(self) -> str:
+        """How the process ended, with the end of what it wrote (a process killed from outside, by the kernel's
+        out-of-memory killer say, often wrote nothing)."""
+        code = self.child.wait(0.1)
+        sig = signal_name(code)
+        how = f"it was killed by {sig}" if sig else f"it exited with code {code}"
+        output = self.child.output.text(wait=0.1)[-3000:].strip()
+        return f"{how}: {output}" if output else f"{how} and wrote nothing"
 
     @property
     def alive(self) -> bool:

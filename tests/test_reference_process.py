@@ -271,3 +271,35 @@ def test_a_close_from_another_thread_ends_a_call_in_flight_at_once() -> None:
         assert outcome and isinstance(outcome[0], RuntimeError)
     finally:
         held.close()
+
+
+KILLED_WHILE_LOADING = """
+import os
+import signal
+import torch
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        os.kill(os.getpid(), signal.SIGKILL)  # as the out-of-memory killer would: no word written
+
+
+def get_inputs():
+    return [torch.randn(8)]
+
+
+def get_init_inputs():
+    return []
+"""
+
+
+def test_a_reference_process_that_dies_silently_is_reported_with_how_it_ended() -> None:
+    backend = resolve_backend("cpu")
+    ref = ReferenceProcess(backend, EvalConfig())
+    try:
+        load = Load(source=KILLED_WHILE_LOADING, device="cpu", dtype="float32", weight_seed=1, threads=1)
+        with pytest.raises(RuntimeError, match=r"failed during load: it was killed by SIGKILL and wrote nothing$"):
+            ref.call(load, timeout=60)
+    finally:
+        ref.close()
