@@ -35,6 +35,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -47,10 +48,31 @@ DEFAULT_TASKS = "builtin/scale_bias_tanh,builtin/silu_clamp,builtin/affine_gelu_
 STAGES = ("compile", "verify", "profile")
 
 
-def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, queue: Any, fixed_done: Any) -> None:
-    """One environment's process: setup, wait for the start, cycles until the deadline (and, with
-    ``--fixed-cycles``, until env 0 has timed the fixed kernel that often, which env 0 signals by
-    ``fixed_done``), report."""
+def keep_cycling(
+    index: int, cycles: int, elapsed: float, options: dict[str, Any], fixed_done: Any, capped: Any
+) -> bool:
+    """Whether env ``index``, with ``cycles`` done ``elapsed`` seconds into its level, starts another cycle: always a
+    first one; then until ``max_cycles``, or the level's cap (``capped``, set by the parent after ``--level-cap``
+    seconds), or ``seconds`` have passed and, with ``fixed_cycles``, env 0 has timed the fixed kernel that often (env 0
+    sets ``fixed_done``). A count, not a time: a loaded host makes cycles slower, never fewer (each stage has its
+    own deadline)."""
+    if not cycles:
+        return True
+    if cycles >= options["max_cycles"] or capped.is_set():
+        return False
+    if elapsed < options["seconds"]:
+        return True
+    if not options["fixed_cycles"]:
+        return False
+    if index == 0 and cycles >= options["fixed_cycles"]:
+        fixed_done.set()
+    return not fixed_done.is_set()
+
+
+def _worker(
+    index: int, task_id: str, options: dict[str, Any], barrier: Any, queue: Any, fixed_done: Any, capped: Any
+) -> None:
+    """One environment's process: setup, wait for the start, cycles while ``keep_cycling`` says so, report."""
     try:
         import gymnasium as gym
 
@@ -114,21 +136,7 @@ def _worker(index: int, task_id: str, options: dict[str, Any], barrier: Any, que
         barrier.wait()
         start = time.time()
 
-        def going() -> bool:
-            if not cycles:
-                return True
-            if len(cycles) >= options["max_cycles"]:
-                return False
-            if time.time() - start < options["seconds"]:
-                return True
-            if not options["fixed_cycles"]:
-                return False
-            if index == 0 and len(cycles) >= options["fixed_cycles"]:
-                fixed_done.set()
-            # a count, not a time: a loaded host makes cycles slower, never fewer (each stage has its own deadline)
-            return not fixed_done.is_set()
-
-        while going():
+        while keep_cycling(index, len(cycles), time.time() - start, options, fixed_done, capped):
             edit = code_edit(f"{options['run']}_{index}_{len(cycles) + 1}")  # new source: really compiled
             step("write_file", path=kernel, content=files[kernel] + edit)
             began = time.time()
@@ -267,8 +275,12 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
     """Runs n environments in parallel (env 0 on ``fixed`` when given); returns the level's figures."""
     ctx = mp.get_context("spawn")
     barrier, queue, fixed_done = ctx.Barrier(n + 1, timeout=options["setup_timeout"]), ctx.Queue(), ctx.Event()
+    capped = ctx.Event()
     assigned = [fixed] + [tasks[i % len(tasks)] for i in range(n - 1)] if fixed else tasks[:n]
-    procs = [ctx.Process(target=_worker, args=(i, assigned[i], options, barrier, queue, fixed_done)) for i in range(n)]
+    procs = [
+        ctx.Process(target=_worker, args=(i, assigned[i], options, barrier, queue, fixed_done, capped))
+        for i in range(n)
+    ]
     for p in procs:
         p.start()
     try:
@@ -276,8 +288,15 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         start = time.time()
     except Exception:  # a worker failed its setup (it says why below)
         start = time.time()
+    cap = threading.Timer(options["level_cap"], capped.set) if options.get("level_cap") else None
+    if cap is not None:
+        cap.start()
     sampler = PeakMemory(options.get("server_pid"))
-    reports = _collect(procs, queue, assigned)
+    try:
+        reports = _collect(procs, queue, assigned)
+    finally:
+        if cap is not None:
+            cap.cancel()
     server_mb = sampler.stop()
     errors = [f"env {r['index']} ({r['task']}): {r['error']}" for r in reports if r.get("error")]
     rows = [dict(c, env=r["index"], task=r["task"]) for r in reports for c in r.get("cycles", [])]
@@ -301,6 +320,8 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         "fixed_candidate_ms": statistics.median(c["candidate_ms"] for c in fixed_rows) if fixed_rows else None,
         # every cycle's own speedup: the spread at one env is the noise a load effect has to stand out from
         "fixed_speedups": [c["speedup_eager"] for c in fixed_rows],
+        # the level reached --level-cap: its envs started no cycle after it (env 0 may have timed fewer fixed kernels)
+        "capped": capped.is_set(),
         # the peak of the server's process tree while the level ran (its evaluators and their children)
         "server_rss_mb": server_mb,
         # each env process's resident memory after setup and at the end (the env alone, not a server's processes)
@@ -368,6 +389,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "seconds": args.seconds,
         "max_cycles": args.max_cycles or sys.maxsize,
         "fixed_cycles": args.fixed_cycles,
+        "level_cap": args.level_cap,
         "median_within": args.median_within,
         "setup_timeout": args.setup_timeout,
         "socket": None,
@@ -396,7 +418,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             options["server_pid"] = server.pid
         if args.warmup:
             every = sorted({*tasks, args.fixed_task})
-            warm = run_level(len(every), every, {**options, "seconds": 0, "max_cycles": 1}, None)
+            warm = run_level(len(every), every, {**options, "seconds": 0, "max_cycles": 1, "level_cap": 0}, None)
             errors = warm["errors"] or "none"
             print(f"warm-up: {len(every)} tasks, {warm['wall_s']:.1f} s, errors: {errors}", flush=True)
         for n in args.levels:
@@ -407,7 +429,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             print(
                 f"[{n} envs] {level['cycles']} cycles in {level['wall_s']:.1f} s = "
                 f"{level['cycles_per_hour']:.0f}/h; failed {level['failed_cycles']}; errors {len(level['errors'])}; "
-                f"fixed-kernel speedups {fixed}",  # here too: a run cut short still shows the levels it finished
+                f"fixed-kernel speedups {fixed}{'; capped' if level['capped'] else ''}",  # a run cut short still
+                # shows the levels it finished
                 flush=True,
             )
             print(f"  device slots: {json.dumps(level['slots'])}", flush=True)
@@ -505,7 +528,8 @@ def print_table(report: dict[str, Any]) -> None:
     for lv in report["levels"]:
         slots = lv["slots"]
         print(
-            f"| {lv['envs']} | {lv['cycles']} | {lv['wall_s']:.1f} | {lv['cycles_per_hour']:.0f} | "
+            f"| {lv['envs']}{' (capped)' if lv.get('capped') else ''} | {lv['cycles']} | {lv['wall_s']:.1f} | "
+            f"{lv['cycles_per_hour']:.0f} | "
             f"{_fmt(lv['cycle_s_median'], '.2f')} | {lv['failed_cycles']} | {slots.get('slots', 0)} | "
             f"{_fmt(slots.get('wait_median_s'), '.2f')}/{_fmt(slots.get('wait_max_s'), '.2f')} | "
             f"{_fmt(slots.get('busy_share'), '.0%')} | {_fmt(lv['fixed_speedup'], '.3f')}x {_range(lv)} | "
@@ -542,6 +566,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0,
         help="each level goes on past --seconds until env 0 timed the fixed kernel this often, so its median "
         "speedup rests on enough cycles at 16 envs too",
+    )
+    parser.add_argument(
+        "--level-cap",
+        type=float,
+        default=0.0,
+        help="seconds after which a level's envs start no new cycle (each ends the one in hand), so a call with a "
+        "time limit still reports the levels it reaches, the cap marked; 0: none",
     )
     parser.add_argument("--tasks", default=DEFAULT_TASKS, help=f"built-in tasks of envs 1.. (default {DEFAULT_TASKS})")
     parser.add_argument("--fixed-task", default="builtin/scale_bias_tanh", help="env 0's task (speedup tracked)")

@@ -85,14 +85,15 @@ def test_throughput_runs_envs_through_the_machine_pool(tmp_path: Path, cache_dir
     out = tmp_path / "throughput.json"
     stdout = run_benchmark(
         "throughput.py",
-        *("--backend", "cpu", "--levels", "2", "--seconds", "3", "--tasks", "builtin/relu", "--pool"),
+        *("--backend", "cpu", "--levels", "2", "--seconds", "600", "--tasks", "builtin/relu", "--pool"),
         *("--fixed-task", "builtin/relu", "--lock", "on", "--no-warmup", "--cache-dir", str(cache_dir)),
-        *("--pool-evaluators", "2", "--json", str(out)),
+        *("--pool-evaluators", "2", "--level-cap", "3", "--json", str(out)),
     )
     assert "one machine pool (evaluators shared by task)" in stdout
     report = json.loads(out.read_text())
     assert report["pool"] and not report["service"]
     (level,) = report["levels"]
+    assert level["capped"] and level["wall_s"] < 120 and "| 2 (capped) |" in stdout  # the cap ended it, not --seconds
     assert level["cycles"] >= 2 and not level["failed_cycles"] and not level["errors"], level
     assert level["slots"]["slots"] >= level["cycles"] and level["slots"]["overlap_s"] == 0.0
     assert len(level["env_rss_mb"]) == 2 and level["env_rss_mb_median"] > 0 and level["server_rss_mb"] > 0
@@ -221,3 +222,24 @@ def test_throughput_accounts_the_device_slots_by_what_held_them() -> None:
     assert stats["exclusive_s_by_label"] == pytest.approx({"candidate": 3.0, "calibration": 0.5})
     assert list(stats["exclusive_s_by_label"]) == ["candidate", "calibration"]  # the largest first
     assert stats["shared_busy_share"] == pytest.approx(0.3)
+
+
+def test_a_level_cap_stops_new_cycles_once_every_env_has_one() -> None:
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import throughput
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    import threading
+
+    options = {"max_cycles": 10, "seconds": 30.0, "fixed_cycles": 3}
+    fixed_done, capped = threading.Event(), threading.Event()
+    assert throughput.keep_cycling(1, 2, 5.0, options, fixed_done, capped)  # within --seconds
+    assert throughput.keep_cycling(1, 2, 40.0, options, fixed_done, capped)  # past it, env 0 not done
+    assert not throughput.keep_cycling(1, 10, 5.0, options, fixed_done, capped)  # --max-cycles
+    capped.set()
+    assert throughput.keep_cycling(1, 0, 99.0, options, fixed_done, capped)  # a first cycle whatever the cap
+    assert not throughput.keep_cycling(1, 1, 5.0, options, fixed_done, capped)
+    capped.clear()
+    assert not throughput.keep_cycling(0, 3, 40.0, options, fixed_done, capped) and fixed_done.is_set()
+    assert not throughput.keep_cycling(1, 1, 40.0, options, fixed_done, capped)
