@@ -142,9 +142,10 @@ def _worker(
             began = time.time()
             row: dict[str, Any] = {"start": began}
             said = ""  # what the first stage that failed said
+            results: dict[str, dict[str, Any]] = {}
             for stage in STAGES:
                 t = time.perf_counter()
-                result = step(stage)["result"]
+                result = results[stage] = step(stage)["result"]
                 row[f"{stage}_s"] = time.perf_counter() - t
                 row[stage] = result["status"]
                 if result["status"] != "ok" and not said:
@@ -156,6 +157,7 @@ def _worker(
                 speedup_eager=result.get("speedup_eager"),
                 message=said,
                 profile_parts=profile_parts(result),
+                verify_parts=stage_phases(results.get("verify", {})),
             )
             cycles.append(row)
         queue.put({"index": index, "task": task_id, "cycles": cycles, "rss_mb": [setup_rss, resident_mb(os.getpid())]})
@@ -171,13 +173,19 @@ def _worker(
 CLOCK_PARTS = ("warmup_s", "checks_s", "eager_s")
 
 
+def stage_phases(result: dict[str, Any]) -> dict[str, float]:
+    """A stage's seconds by phase (``phases`` of its result: for a verify the input verdict, the reference, the
+    candidate's start with the clock's calibration, its load, the checks, its exit)."""
+    return {name: float(seconds) for name, seconds in result.get("phases") or ()}
+
+
 def profile_parts(result: dict[str, Any]) -> dict[str, float]:
     """Where a profile's seconds went: its phases (``ProfileResult.phases``: calibration, the candidate's load, the
     timing, the baselines, ...) and, inside the timing, the warm-up, the output comparisons and eager's samples, with
     the clock's handshakes and timed repetitions (empty for a result that is not a profile's)."""
     if result.get("stage") != "profile":
         return {}
-    parts = {name: float(seconds) for name, seconds in result.get("phases") or ()}
+    parts = stage_phases(result)
     clock = result.get("clock") or {}
     parts.update({f"timing.{name}": float(clock[name]) for name in CLOCK_PARTS if clock.get(name) is not None})
     parts["handshakes"] = float(clock.get("handshakes") or 0)
@@ -185,11 +193,12 @@ def profile_parts(result: dict[str, Any]) -> dict[str, float]:
     return parts
 
 
-def parts_median(rows: list[dict[str, Any]]) -> dict[str, float]:
-    """The median of each part of :func:`profile_parts` over the cycles that have it."""
-    names = dict.fromkeys(name for row in rows for name in row.get("profile_parts") or {})
+def parts_median(rows: list[dict[str, Any]], key: str = "profile_parts") -> dict[str, float]:
+    """The median of each part of the cycles' ``key`` (``profile_parts`` or ``verify_parts``) over the cycles that
+    have it."""
+    names = dict.fromkeys(name for row in rows for name in row.get(key) or {})
     return {
-        name: round(statistics.median(row["profile_parts"][name] for row in rows if name in row["profile_parts"]), 4)
+        name: round(statistics.median(row[key][name] for row in rows if name in (row.get(key) or {})), 4)
         for name in names
     }
 
@@ -316,6 +325,8 @@ def run_level(n: int, tasks: list[str], options: dict[str, Any], fixed: str | No
         "stage_s_median": {s: statistics.median(c[f"{s}_s"] for c in ok) for s in STAGES} if ok else {},
         # where a profile's seconds went (the median of each part over the level's cycles; ``profile_parts``)
         "profile_parts_median": parts_median(ok),
+        # the same of a verify (its phases: verify holds shared slots, which keep the timing slot waiting)
+        "verify_parts_median": parts_median(ok, "verify_parts"),
         "fixed_speedup": statistics.median(c["speedup_eager"] for c in fixed_rows) if fixed_rows else None,
         "fixed_candidate_ms": statistics.median(c["candidate_ms"] for c in fixed_rows) if fixed_rows else None,
         # every cycle's own speedup: the spread at one env is the noise a load effect has to stand out from
@@ -350,6 +361,10 @@ def slot_stats(entries: list[dict[str, Any]], start: float, end: float) -> dict[
         label = e.get("label") or "?"
         by_label[label] = by_label.get(label, 0.0) + e["released_at"] - e["acquired_at"]
     shared = [e for e in entries if e["mode"] == "shared" and start <= e["acquired_at"] <= end]
+    shared_by_label: dict[str, float] = {}
+    for e in shared:  # each holder's own seconds: shared holders overlap, so these may add up past the union
+        label = e.get("label") or "?"
+        shared_by_label[label] = shared_by_label.get(label, 0.0) + e["released_at"] - e["acquired_at"]
     return {
         "slots": len(chosen),
         "wait_median_s": statistics.median(waits),
@@ -358,6 +373,7 @@ def slot_stats(entries: list[dict[str, Any]], start: float, end: float) -> dict[
         "overlap_s": exclusive_overlap_s(chosen),
         "exclusive_s_by_label": dict(sorted(by_label.items(), key=lambda kv: -kv[1])),
         "shared_busy_share": union_s(shared) / (end - start) if end > start else 0.0,
+        "shared_s_by_label": dict(sorted(shared_by_label.items(), key=lambda kv: -kv[1])),
     }
 
 
@@ -435,6 +451,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             )
             print(f"  device slots: {json.dumps(level['slots'])}", flush=True)
             print(f"  profile parts (median s): {json.dumps(level['profile_parts_median'])}", flush=True)
+            print(f"  verify parts (median s): {json.dumps(level['verify_parts_median'])}", flush=True)
             for error in level["errors"]:
                 print(error, file=sys.stderr)
             for failure in level["failures"]:  # what a failed cycle's stage said (the first few)
@@ -540,13 +557,18 @@ def print_table(report: dict[str, Any]) -> None:
         slots = lv["slots"]
         if slots.get("exclusive_s_by_label"):
             held = ", ".join(f"{k} {v:.1f} s" for k, v in slots["exclusive_s_by_label"].items())
+            shared = ", ".join(f"{k} {v:.1f} s" for k, v in (slots.get("shared_s_by_label") or {}).items())
             print(
                 f"\n{lv['envs']} envs: the timing slot held for {held}; a shared slot (checks, loads) held "
-                f"{_fmt(slots.get('shared_busy_share'), '.0%')} of the wall time"
+                f"{_fmt(slots.get('shared_busy_share'), '.0%')} of the wall time ({shared or 'none'}, each holder's "
+                "seconds)"
             )
         if lv.get("profile_parts_median"):
             parts = ", ".join(f"{k} {v:g}" for k, v in lv["profile_parts_median"].items())
             print(f"{lv['envs']} envs: a profile's parts (median s; handshakes and reps as counts): {parts}")
+        if lv.get("verify_parts_median"):
+            parts = ", ".join(f"{k} {v:g}" for k, v in lv["verify_parts_median"].items())
+            print(f"{lv['envs']} envs: a verify's parts (median s): {parts}")
     print("\nIssue 6 targets (cuda, one H200): >= 1,500 cycles/hour at 16 envs; fixed-kernel speedup within 2%.")
     print(
         "Issue 20 targets (cuda, one H200, 16 and 64 envs): >= 6,000 cycles/hour, never fewer at more envs, the timing "

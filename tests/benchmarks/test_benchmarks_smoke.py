@@ -78,7 +78,10 @@ def test_throughput_runs_levels_of_one_and_two_envs(tmp_path: Path, cache_dir: P
         assert {"calibration", "timing", "timing.warmup_s", "timing.checks_s", "timing.eager_s"} <= set(parts), parts
         assert 0 < parts["timing.warmup_s"] < parts["timing"] and 0 < parts["timing.checks_s"] < parts["timing"]
         assert parts["reps"] >= 1 and parts["handshakes"] > parts["reps"]  # the warm-up's handshakes and the timed ones
+        verify = level["verify_parts_median"]  # a verify's phases: the calibration is in the candidate's start
+        assert {"reference", "candidate_start", "checks", "candidate_exit"} <= set(verify) and verify["checks"] > 0
     assert "envs: the timing slot held for " in stdout and "envs: a profile's parts (median s" in stdout
+    assert "envs: a verify's parts (median s): " in stdout
 
 
 def test_throughput_runs_envs_through_the_machine_pool(tmp_path: Path, cache_dir: Path) -> None:
@@ -222,6 +225,7 @@ def test_throughput_accounts_the_device_slots_by_what_held_them() -> None:
     assert stats["exclusive_s_by_label"] == pytest.approx({"candidate": 3.0, "calibration": 0.5})
     assert list(stats["exclusive_s_by_label"]) == ["candidate", "calibration"]  # the largest first
     assert stats["shared_busy_share"] == pytest.approx(0.3)
+    assert stats["shared_s_by_label"] == pytest.approx({"check": 2.0, "inputs": 2.0})  # each holder's own seconds
 
 
 def test_a_level_cap_stops_new_cycles_once_every_env_has_one() -> None:
