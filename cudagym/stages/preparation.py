@@ -77,6 +77,9 @@ def prepare(ev: LocalEvaluator, previous: threading.Thread | None, task: Task) -
         )
         ev._baselining.start()
     except Exception as exc:  # the stages start what is missing and report their own errors
+        if ev._closing or ev.task is not task:  # ended by the close or the task's change (which kill what it started)
+            logger.debug("preparing %s ahead stopped: %s", task.id, exc)
+            return
         ev.ahead_error = f"{type(exc).__name__}: {exc}"
         logger.warning("preparing %s ahead failed (the stages do it themselves): %s", task.id, ev.ahead_error)
 
