@@ -356,25 +356,27 @@ def slot_stats(entries: list[dict[str, Any]], start: float, end: float) -> dict[
         return {"slots": 0}
     waits = [e["waited_s"] for e in chosen]
     held = sum(e["released_at"] - e["acquired_at"] for e in chosen)
-    by_label: dict[str, float] = {}
-    for e in chosen:
-        label = e.get("label") or "?"
-        by_label[label] = by_label.get(label, 0.0) + e["released_at"] - e["acquired_at"]
     shared = [e for e in entries if e["mode"] == "shared" and start <= e["acquired_at"] <= end]
-    shared_by_label: dict[str, float] = {}
-    for e in shared:  # each holder's own seconds: shared holders overlap, so these may add up past the union
-        label = e.get("label") or "?"
-        shared_by_label[label] = shared_by_label.get(label, 0.0) + e["released_at"] - e["acquired_at"]
     return {
         "slots": len(chosen),
         "wait_median_s": statistics.median(waits),
         "wait_max_s": max(waits),
         "busy_share": held / (end - start) if end > start else 0.0,
         "overlap_s": exclusive_overlap_s(chosen),
-        "exclusive_s_by_label": dict(sorted(by_label.items(), key=lambda kv: -kv[1])),
+        "exclusive_s_by_label": seconds_by_label(chosen),
         "shared_busy_share": union_s(shared) / (end - start) if end > start else 0.0,
-        "shared_s_by_label": dict(sorted(shared_by_label.items(), key=lambda kv: -kv[1])),
+        # each holder's own seconds: shared holders overlap, so these may add up past the union
+        "shared_s_by_label": seconds_by_label(shared),
     }
+
+
+def seconds_by_label(entries: list[dict[str, Any]]) -> dict[str, float]:
+    """The seconds ``entries`` (slots) were held, summed by what held them, the largest first."""
+    by_label: dict[str, float] = {}
+    for e in entries:
+        label = e.get("label") or "?"
+        by_label[label] = by_label.get(label, 0.0) + e["released_at"] - e["acquired_at"]
+    return dict(sorted(by_label.items(), key=lambda kv: -kv[1]))
 
 
 def union_s(entries: list[dict[str, Any]]) -> float:
