@@ -77,7 +77,9 @@ class ReferenceProcess:
         self.child.send(encode_request(request))
         raw = self.child.receive(time.monotonic() + (timeout or self.timeout))
         if raw is None:
-            detail = "no reply in time" if self.child.alive else self._ending()
+            # a channel that closed as the process died can be seen before the process is reaped: a moment's wait
+            ended = self.child.wait(0.5)
+            detail = "no reply in time" if ended is None else self._ending(ended)
             self.child.kill()
             raise RuntimeError(f"reference process failed during {command}: {detail}")
         try:
@@ -90,10 +92,9 @@ class ReferenceProcess:
             raise RuntimeError(f"reference {command} failed: {reply.error.type}: {message[0][:500] if message else ''}")
         return reply
 
-    def _ending(self) -> str:
-        """How the process ended, with the end of what it wrote (a process killed from outside, by the kernel's
-        out-of-memory killer say, often wrote nothing)."""
-        code = self.child.wait(0.1)
+    def _ending(self, code: int) -> str:
+        """How the process ended (its exit status ``code``), with the end of what it wrote (a process killed from
+        outside, by the kernel's out-of-memory killer say, often wrote nothing)."""
         sig = signal_name(code)
         how = f"it was killed by {sig}" if sig else f"it exited with code {code}"
         output = self.child.output.text(wait=0.1)[-3000:].strip()
